@@ -1,0 +1,65 @@
+# segfs build, test and demo entry points. `make test` is what CI runs.
+
+GO                ?= go
+BIN               := $(CURDIR)/bin
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW_MODULE  := github.com/versity/versitygw
+SEGFS             := $(BIN)/segfs
+VERSITYGW         := $(BIN)/versitygw
+
+# The e2e tests and the demo find the binaries through these; with
+# SEGFS_REQUIRE_E2E set a missing binary fails the tests instead of
+# skipping them.
+export SEGFS_BIN         := $(SEGFS)
+export VERSITYGW_BIN     := $(VERSITYGW)
+export SEGFS_REQUIRE_E2E := 1
+
+.PHONY: all deps versitygw fuse3 gomod build test demo clean distclean
+
+all: build
+
+deps: versitygw fuse3 gomod
+
+# versitygw prints "git" as its version when built by go install, so the
+# module version is read from the binary's build info instead.
+versitygw:
+	@if [ -x "$(VERSITYGW)" ] && $(GO) version -m "$(VERSITYGW)" 2>/dev/null | \
+		grep -Eq '^[[:space:]]+mod[[:space:]]+$(VERSITYGW_MODULE)[[:space:]]+$(VERSITYGW_VERSION)([[:space:]]|$$)'; then \
+		echo "versitygw $(VERSITYGW_VERSION): present in bin/"; \
+	else \
+		echo "versitygw $(VERSITYGW_VERSION): installing into bin/ (takes a few minutes)"; \
+		GOBIN="$(BIN)" $(GO) install $(VERSITYGW_MODULE)/cmd/versitygw@$(VERSITYGW_VERSION); \
+	fi
+
+fuse3:
+	@if command -v fusermount3 >/dev/null 2>&1; then \
+		echo "fuse3: present"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "fuse3: installing with apt-get"; \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y fuse3; } || \
+			echo "fuse3: apt-get failed; as root segfs mounts directly and does not need fusermount3" >&2; \
+	else \
+		echo "fuse3 is missing; install it with: sudo apt-get update && sudo apt-get install -y fuse3" >&2; \
+		exit 1; \
+	fi
+
+gomod:
+	$(GO) mod download
+
+build:
+	$(GO) build -o $(SEGFS) ./cmd/segfs
+
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+demo: deps build
+	$(GO) run ./tests/demo
+
+# clean keeps bin/versitygw, a pinned dependency that takes minutes to
+# build; distclean removes it too.
+clean:
+	rm -rf $(SEGFS) .cache
+
+distclean: clean
+	rm -rf $(BIN)

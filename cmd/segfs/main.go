@@ -1,0 +1,49 @@
+// Command segfs mounts the segment files of a remote store as a local,
+// read-only directory. See the README for usage.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/alecthomas/kong"
+)
+
+// cli is the command line. Each command's Run does the work.
+type cli struct {
+	LogLevel slog.Level `name:"log-level" default:"info" help:"Log level: debug, info, warn or error."`
+
+	Mount   mountCmd   `cmd:"" help:"Mount SOURCE read-only at MOUNTPOINT and serve it in the foreground until unmounted or signalled."`
+	Unmount unmountCmd `cmd:"" help:"Unmount a segfs mount; the serving process then exits."`
+}
+
+// exitError carries a process exit code with its message.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	var c cli
+	kctx := kong.Parse(&c,
+		kong.Name("segfs"),
+		kong.Description("segfs serves a search engine's segment files from an object store as a read-only local directory."),
+		kong.UsageOnError(),
+	)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
+	err := kctx.Run(log)
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "segfs: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.code)
+	}
+	os.Exit(1)
+}

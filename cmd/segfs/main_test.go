@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseByteSize(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"4096", 4096, true},
+		{"8MiB", 8 << 20, true},
+		{"8M", 8 << 20, true},
+		{"8 mb", 8 << 20, true},
+		{"1GiB", 1 << 30, true},
+		{"64k", 64 << 10, true},
+		{"2T", 2 << 40, true},
+		{"", 0, false},
+		{"MiB", 0, false},
+		{"-1", 0, false},
+		{"1.5MiB", 0, false},
+		{"3 parsecs", 0, false},
+		{"99999999999999T", 0, false},
+	} {
+		got, err := parseByteSize(c.in)
+		if (err == nil) != c.ok || (c.ok && got != c.want) {
+			t.Errorf("parseByteSize(%q) = %d, %v; want %d, ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+	if s := byteSize(8 << 20).String(); s != "8MiB" {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+func TestCheckMountpoint(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path, want string
+	}{
+		{dir, ""},
+		{filepath.Join(dir, "missing"), "does not exist"},
+		{file, "not a directory"},
+		{"/proc", "busy"},
+	} {
+		err := checkMountpoint(c.path)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("checkMountpoint(%s): %v", c.path, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("checkMountpoint(%s) = %v, want an error saying %q", c.path, err, c.want)
+		}
+	}
+}

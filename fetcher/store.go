@@ -1,0 +1,190 @@
+package fetcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Object identifies one remote blob. Objects are immutable for a given
+// ETag: two Objects with the same Key and ETag hold the same bytes.
+type Object struct {
+	// Key is the object's path relative to the store's root (the S3
+	// prefix or the local directory), with "/" separators and no
+	// leading slash.
+	Key string
+	// Size is the object's length in bytes.
+	Size int64
+	// ETag is an opaque identity of the object's content. For S3 it is the
+	// ETag the server returned (quotes kept, as sent in If-Match); for a
+	// local directory it is derived from inode, size and modification time.
+	ETag string
+	// ModTime is the object's last modification time.
+	ModTime time.Time
+}
+
+// Store is a read-only view of a remote store rooted at a prefix.
+// All methods may be called concurrently.
+type Store interface {
+	// List returns every object below the root, recursively, sorted by
+	// Key. Keys that end in "/" (directory markers) are not returned.
+	List(ctx context.Context) ([]Object, error)
+	// Stat returns the current identity of the object at key, or an error
+	// wrapping ErrNotFound.
+	Stat(ctx context.Context, key string) (Object, error)
+	// ReadRange fills p with bytes [off, off+len(p)) of obj. It returns
+	// nil only when every byte of p was read from the object whose
+	// identity is obj.ETag. If the object changed it returns an error
+	// wrapping ErrChanged; if it is gone, one wrapping ErrNotFound. p's
+	// contents are unspecified after an error. off+len(p) must not
+	// exceed obj.Size.
+	ReadRange(ctx context.Context, obj Object, off int64, p []byte) error
+	// Counters returns the store's live request counters.
+	Counters() *Counters
+	// String names the source for logs (never with credentials).
+	String() string
+}
+
+// Sentinel errors. Callers test with errors.Is.
+var (
+	ErrChanged      = errors.New("object changed")
+	ErrNotFound     = errors.New("object not found")
+	ErrNoBucket     = errors.New("no such bucket")
+	ErrAccessDenied = errors.New("access denied")
+)
+
+// Counters counts a store's remote requests. The zero value is ready.
+type Counters struct {
+	Gets       atomic.Int64 // ranged reads issued (each attempt counts)
+	GetBytes   atomic.Int64 // body bytes received by ranged reads
+	Retries    atomic.Int64 // ranged reads re-requested after a failure
+	Lists      atomic.Int64 // list pages requested
+	Stats      atomic.Int64 // stat (HEAD) requests
+	Changed    atomic.Int64 // reads that found the object changed
+	ReadErrors atomic.Int64 // ReadRange calls that returned an error
+}
+
+// Config holds the options for opening a store. The zero value is usable;
+// zero fields take the documented defaults.
+type Config struct {
+	// Region is the S3 region. Default: from the AWS config chain, else
+	// "us-east-1".
+	Region string
+	// Endpoint is the base URL of an S3-compatible service. Default: AWS.
+	Endpoint string
+	// PathStyle selects path-style addressing (bucket in the path).
+	PathStyle bool
+	// IdleTimeout bounds how long a response body may deliver no bytes
+	// before the range is re-requested. It also bounds the wait for
+	// response headers (each such timeout is retried by the SDK).
+	// Default 30s.
+	IdleTimeout time.Duration
+	// MaxAttempts bounds the attempts at one range after errors that
+	// happen once the response headers arrived (short bodies, resets,
+	// stalls, wrong ranges). Default 5.
+	MaxAttempts int
+	// MaxConns bounds the idle connections kept per host. Default 64.
+	MaxConns int
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 30 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Source is a parsed SOURCE argument.
+type Source struct {
+	Scheme string // "s3" or "file"
+	Bucket string // s3 only
+	Prefix string // s3: key prefix without leading or trailing "/"; may be ""
+	Dir    string // file only: absolute directory path
+}
+
+// ParseSource parses s3://bucket[/prefix] or file:///abs/dir.
+func ParseSource(s string) (Source, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return Source{}, fmt.Errorf("bad source %q: %w", s, err)
+	}
+	if u.User != nil {
+		bare := *u
+		bare.User = nil // never echo credentials, not even the key id
+		return Source{}, fmt.Errorf("bad source %s: credentials do not belong in SOURCE; they come from the AWS credential chain", &bare)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return Source{}, fmt.Errorf("bad source %q: want s3://bucket[/prefix] or file:///absolute/dir", s)
+	}
+	switch u.Scheme {
+	case "s3":
+		if u.Host == "" || u.Port() != "" {
+			return Source{}, fmt.Errorf("bad source %q: no bucket (want s3://bucket[/prefix])", s)
+		}
+		return Source{Scheme: "s3", Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}, nil
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return Source{}, fmt.Errorf("bad source %q: want file:///absolute/dir", s)
+		}
+		if !strings.HasPrefix(u.Path, "/") {
+			return Source{}, fmt.Errorf("bad source %q: want file:///absolute/dir", s)
+		}
+		return Source{Scheme: "file", Dir: path.Clean(u.Path)}, nil
+	default:
+		return Source{}, fmt.Errorf("bad source %q: scheme must be s3:// or file://", s)
+	}
+}
+
+// String formats the source as a URL.
+func (s Source) String() string {
+	if s.Scheme == "file" {
+		return "file://" + s.Dir
+	}
+	if s.Prefix == "" {
+		return "s3://" + s.Bucket
+	}
+	return "s3://" + s.Bucket + "/" + s.Prefix
+}
+
+// Open opens the store named by source. For S3 it checks that the bucket
+// exists and the credentials are accepted before returning, so that a
+// user's mistake surfaces before anything is mounted.
+func Open(ctx context.Context, source string, cfg Config) (Store, error) {
+	src, err := ParseSource(source)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	// Return a nil interface, not a typed nil pointer, on error.
+	switch src.Scheme {
+	case "s3":
+		s, err := openS3(ctx, src, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	default:
+		d, err := openDir(src, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+}

@@ -1,0 +1,36 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"syscall"
+
+	"github.com/segfs/segfs/fetcher"
+)
+
+// toErrno converts an error from the read path into the errno the kernel
+// returns to the application, and logs it once. It is the only place where
+// errors become errnos.
+func toErrno(log *slog.Logger, op string, key string, err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The reader was interrupted; nothing is wrong with the object.
+		log.Debug("interrupted", "op", op, "key", key, "err", err)
+		return syscall.EINTR
+	case errors.Is(err, fetcher.ErrChanged):
+		errno = syscall.ESTALE
+	case errors.Is(err, fetcher.ErrNotFound):
+		errno = syscall.ESTALE
+	case errors.As(err, &errno):
+		// An errno from below (for example from a local store) passes as is.
+	default:
+		errno = syscall.EIO
+	}
+	log.Warn("read failed", "op", op, "key", key, "errno", errno.Error(), "err", err)
+	return errno
+}

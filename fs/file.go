@@ -1,0 +1,63 @@
+package fs
+
+import (
+	"context"
+	"log/slog"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/segfs/segfs/fetcher"
+)
+
+// fileNode is one remote object shown as a read-only regular file.
+type fileNode struct {
+	gofs.Inode
+
+	// Immutable after construction.
+	obj    fetcher.Object
+	reader *Reader
+	log    *slog.Logger
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*fileNode)(nil))
+	_ = (gofs.NodeSetattrer)((*fileNode)(nil))
+	_ = (gofs.NodeOpener)((*fileNode)(nil))
+	_ = (gofs.NodeReader)((*fileNode)(nil))
+)
+
+const blockSize = 4096
+
+func (f *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = fuse.S_IFREG | 0o444
+	out.Nlink = 1
+	out.Size = uint64(f.obj.Size)
+	out.Blksize = blockSize
+	out.Blocks = (out.Size + 511) / 512
+	out.SetTimes(nil, &f.obj.ModTime, &f.obj.ModTime)
+	return 0
+}
+
+func (f *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+// Open refuses any access mode but read-only. The object is immutable for
+// its ETag, so the kernel may keep its page cache across opens.
+func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND|syscall.O_CREAT) != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	return nil, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// Read serves [off, off+len(dest)) of the object, clamped to its size.
+func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	data, err := f.reader.ReadAt(ctx, f.obj, dest, off)
+	if err != nil {
+		return nil, toErrno(f.log, "read", f.obj.Key, err)
+	}
+	return fuse.ReadResultData(data), 0
+}

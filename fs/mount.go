@@ -1,0 +1,81 @@
+package fs
+
+import (
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// MountConfig configures Mount.
+type MountConfig struct {
+	// FsName is shown as the mount's source in /proc/mounts.
+	FsName string
+	// MaxRead is the largest read the kernel sends, in bytes. Default 1 MiB.
+	MaxRead int
+	// Debug logs every FUSE request.
+	Debug bool
+	// Logger receives go-fuse's own messages. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// FuseType is the file system type of a segfs mount in /proc/self/mountinfo.
+const FuseType = "fuse.segfs"
+
+// Mount mounts root read-only at mountpoint and starts serving it. As root
+// it mounts directly; otherwise it uses fusermount3. The caller waits on
+// the returned server and unmounts it.
+func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error) {
+	if cfg.MaxRead <= 0 {
+		cfg.MaxRead = 1 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	// The tree never changes while mounted, so the kernel may keep entries
+	// and attributes for long.
+	ttl := time.Hour
+	opts := &gofs.Options{
+		EntryTimeout: &ttl,
+		AttrTimeout:  &ttl,
+		MountOptions: fuse.MountOptions{
+			FsName:       cfg.FsName,
+			Name:         "segfs",
+			MaxWrite:     cfg.MaxRead, // go-fuse sets max_read to MaxWrite
+			MaxReadAhead: cfg.MaxRead,
+			Debug:        cfg.Debug,
+			Logger:       log.New(slogWriter{cfg.Logger}, "", 0),
+		},
+	}
+	if os.Geteuid() == 0 {
+		opts.DirectMount = true
+		opts.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_RDONLY
+	} else {
+		opts.Options = append(opts.Options, "ro")
+	}
+	server, err := gofs.Mount(mountpoint, root, opts)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	return server, nil
+}
+
+// slogWriter passes go-fuse's log lines to slog at debug level.
+type slogWriter struct{ log *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.log.Debug("go-fuse: " + string(trimNewline(p)))
+	return len(p), nil
+}
+
+func trimNewline(p []byte) []byte {
+	for len(p) > 0 && p[len(p)-1] == '\n' {
+		p = p[:len(p)-1]
+	}
+	return p
+}

@@ -1,0 +1,97 @@
+package fs
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// MountEntry is one line of /proc/self/mountinfo.
+type MountEntry struct {
+	Dir    string // mount point
+	FsType string // e.g. "fuse.segfs"
+	Source string // e.g. "s3://bucket/prefix"
+}
+
+// FindMount returns the entry of the mount whose mount point is dir (after
+// resolving symlinks in its parent), if any. Stacked mounts return the
+// topmost entry.
+func FindMount(dir string) (MountEntry, bool, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return MountEntry{}, false, fmt.Errorf("mountinfo: %w", err)
+	}
+	if parent, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(parent, filepath.Base(abs))
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return MountEntry{}, false, fmt.Errorf("mountinfo: %w", err)
+	}
+	defer f.Close()
+	var found MountEntry
+	ok := false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		e, valid := parseMountinfoLine(sc.Text())
+		if valid && e.Dir == abs {
+			found, ok = e, true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return MountEntry{}, false, fmt.Errorf("mountinfo: %w", err)
+	}
+	return found, ok, nil
+}
+
+// parseMountinfoLine parses "id parent maj:min root mountpoint opts
+// [optional...] - fstype source superopts".
+func parseMountinfoLine(line string) (MountEntry, bool) {
+	fields := strings.Fields(line)
+	sep := -1
+	for i, f := range fields {
+		if f == "-" && i >= 6 {
+			sep = i
+			break
+		}
+	}
+	if sep < 0 || len(fields) < sep+3 {
+		return MountEntry{}, false
+	}
+	return MountEntry{
+		Dir:    unescapeMountinfo(fields[4]),
+		FsType: fields[sep+1],
+		Source: unescapeMountinfo(fields[sep+2]),
+	}, true
+}
+
+// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			okOct := true
+			for _, c := range s[i+1 : i+4] {
+				if c < '0' || c > '7' {
+					okOct = false
+					break
+				}
+				v = v*8 + byte(c-'0')
+			}
+			if okOct {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

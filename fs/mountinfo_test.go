@@ -1,0 +1,48 @@
+package fs
+
+import "testing"
+
+func TestParseMountinfoLine(t *testing.T) {
+	cases := []struct {
+		line string
+		want MountEntry
+		ok   bool
+	}{
+		{
+			line: `36 35 98:0 /mnt1 /mnt/with\040space rw,noatime master:1 - fuse.segfs s3://b/p ro,user_id=0`,
+			want: MountEntry{Dir: "/mnt/with space", FsType: "fuse.segfs", Source: "s3://b/p"},
+			ok:   true,
+		},
+		{
+			line: `22 1 0:21 / /proc rw,nosuid - proc proc rw`,
+			want: MountEntry{Dir: "/proc", FsType: "proc", Source: "proc"},
+			ok:   true,
+		},
+		{line: `garbage`, ok: false},
+	}
+	for _, c := range cases {
+		got, ok := parseMountinfoLine(c.line)
+		if ok != c.ok || got != c.want {
+			t.Errorf("parseMountinfoLine(%q) = %+v, %v; want %+v, %v", c.line, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestValidKey(t *testing.T) {
+	for key, want := range map[string]bool{
+		"a":            true,
+		"a/b/c.fdt":    true,
+		"with space/ü": true,
+		"":             false,
+		"/abs":         false,
+		"a/../b":       false,
+		"..":           false,
+		"a//b":         false,
+		"./a":          false,
+		"dir/":         false,
+	} {
+		if got := validKey(key); got != want {
+			t.Errorf("validKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package fs
+
+import (
+	"context"
+	"log/slog"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/segfs/segfs/fetcher"
+)
+
+// Root is the root directory of a segfs mount. Build it with NewRoot and
+// pass it to Mount.
+type Root struct {
+	dirNode
+
+	// Immutable after construction.
+	objects []fetcher.Object
+	reader  *Reader
+	log     *slog.Logger
+}
+
+var _ = (gofs.NodeOnAdder)((*Root)(nil))
+
+// NewRoot returns the root of a tree holding objects, served by reader.
+// The objects' keys become paths; every prefix ending in "/" becomes a
+// directory. A key that is also a directory's name, or that is not a clean
+// relative path, is skipped with a warning: no key can escape the mount.
+func NewRoot(objects []fetcher.Object, reader *Reader, log *slog.Logger) *Root {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Root{
+		dirNode: dirNode{mtime: time.Now()},
+		objects: objects,
+		reader:  reader,
+		log:     log,
+	}
+}
+
+// OnAdd builds the whole tree once, with persistent inodes.
+func (r *Root) OnAdd(ctx context.Context) {
+	dirs := dirSet(r.objects)
+	for _, obj := range r.objects {
+		if !validKey(obj.Key) {
+			r.log.Warn("skipping object with an unusable name", "key", obj.Key)
+			continue
+		}
+		if dirs[obj.Key] {
+			r.log.Warn("skipping object whose name is also a directory", "key", obj.Key)
+			continue
+		}
+		parent := &r.Inode
+		dir, base := path.Split(obj.Key)
+		for _, name := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
+			if name == "" {
+				continue
+			}
+			child := parent.GetChild(name)
+			if child == nil {
+				child = parent.NewPersistentInode(ctx, &dirNode{mtime: r.mtime},
+					gofs.StableAttr{Mode: fuse.S_IFDIR})
+				parent.AddChild(name, child, false)
+			}
+			parent = child
+		}
+		node := &fileNode{obj: obj, reader: r.reader, log: r.log}
+		parent.AddChild(base, parent.NewPersistentInode(ctx, node, gofs.StableAttr{}), false)
+	}
+}
+
+// dirSet returns the set of every directory path implied by the keys.
+func dirSet(objects []fetcher.Object) map[string]bool {
+	dirs := make(map[string]bool)
+	for _, obj := range objects {
+		for dir := path.Dir(obj.Key); dir != "." && dir != "/"; dir = path.Dir(dir) {
+			if dirs[dir] {
+				break
+			}
+			dirs[dir] = true
+		}
+	}
+	return dirs
+}
+
+// validKey reports whether key is a clean relative path that names a file
+// below the root: no empty, "." or ".." elements, no leading slash, and no
+// element longer than the kernel accepts.
+func validKey(key string) bool {
+	if key == "" || strings.HasPrefix(key, "/") || strings.HasSuffix(key, "/") {
+		return false
+	}
+	for _, name := range strings.Split(key, "/") {
+		if name == "" || name == "." || name == ".." || len(name) > 255 || strings.ContainsRune(name, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// dirNode is a directory. Its children are fixed at mount time.
+type dirNode struct {
+	gofs.Inode
+
+	mtime time.Time // immutable: the mount time
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*dirNode)(nil))
+	_ = (gofs.NodeSetattrer)((*dirNode)(nil))
+	_ = (gofs.NodeMkdirer)((*dirNode)(nil))
+	_ = (gofs.NodeCreater)((*dirNode)(nil))
+	_ = (gofs.NodeMknoder)((*dirNode)(nil))
+	_ = (gofs.NodeUnlinker)((*dirNode)(nil))
+	_ = (gofs.NodeRmdirer)((*dirNode)(nil))
+	_ = (gofs.NodeRenamer)((*dirNode)(nil))
+	_ = (gofs.NodeSymlinker)((*dirNode)(nil))
+	_ = (gofs.NodeLinker)((*dirNode)(nil))
+)
+
+func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = fuse.S_IFDIR | 0o555
+	out.Nlink = 2
+	out.SetTimes(nil, &d.mtime, &d.mtime)
+	return 0
+}
+
+func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+
+func (d *dirNode) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
+
+func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
+
+func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
