@@ -44,18 +44,32 @@ func (f *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 	return syscall.EROFS
 }
 
+// fileHandle is one open file: it tracks the access pattern for readahead.
+type fileHandle struct {
+	seq Sequence
+}
+
 // Open refuses any access mode but read-only. The object is immutable for
-// its ETag, so the kernel may keep its page cache across opens.
+// its ETag, so the kernel may keep its page cache across opens. With
+// prefetch "open" or "all" the rest of the file is queued in the
+// background.
 func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND|syscall.O_CREAT) != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	return nil, fuse.FOPEN_KEEP_CACHE, 0
+	if f.reader.Prefetch() != PrefetchNone {
+		f.reader.PrefetchObject(f.obj)
+	}
+	return &fileHandle{}, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // Read serves [off, off+len(dest)) of the object, clamped to its size.
 func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	data, err := f.reader.ReadAt(ctx, f.obj, dest, off)
+	var seq *Sequence
+	if h, ok := fh.(*fileHandle); ok {
+		seq = &h.seq
+	}
+	data, err := f.reader.ReadAt(ctx, f.obj, dest, off, seq)
 	if err != nil {
 		return nil, toErrno(f.log, "read", f.obj.Key, err)
 	}

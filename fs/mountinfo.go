@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // MountEntry is one line of /proc/self/mountinfo.
 type MountEntry struct {
+	Dev    string // "major:minor" of the mounted file system
 	Dir    string // mount point
 	FsType string // e.g. "fuse.segfs"
 	Source string // e.g. "s3://bucket/prefix"
@@ -62,6 +64,7 @@ func parseMountinfoLine(line string) (MountEntry, bool) {
 		return MountEntry{}, false
 	}
 	return MountEntry{
+		Dev:    fields[2],
 		Dir:    unescapeMountinfo(fields[4]),
 		FsType: fields[sep+1],
 		Source: unescapeMountinfo(fields[sep+2]),
@@ -94,4 +97,35 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// fusectlDir is where the kernel's FUSE control file system is mounted.
+const fusectlDir = "/sys/fs/fuse/connections"
+
+// AbortConnection aborts the FUSE connection of the mount at dir through
+// the fusectl file system (mounting it first if needed, which takes root).
+// Every request waiting on the connection then fails, which frees a
+// process stuck in the kernel on a mount whose server is dead, including
+// the dead server itself.
+func AbortConnection(dir string) error {
+	e, ok, err := FindMount(dir)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("abort %s: not a mount point", dir)
+	}
+	_, minor, found := strings.Cut(e.Dev, ":")
+	if !found {
+		return fmt.Errorf("abort %s: bad device %q", dir, e.Dev)
+	}
+	ctl := filepath.Join(fusectlDir, minor, "abort")
+	if _, err := os.Stat(ctl); os.IsNotExist(err) {
+		// Mount fusectl; if another process mounted it meanwhile, fine.
+		_ = syscall.Mount("fusectl", fusectlDir, "fusectl", 0, "")
+	}
+	if err := os.WriteFile(ctl, []byte("1"), 0); err != nil {
+		return fmt.Errorf("abort FUSE connection of %s: %w", dir, err)
+	}
+	return nil
 }

@@ -10,12 +10,12 @@ func TestParseMountinfoLine(t *testing.T) {
 	}{
 		{
 			line: `36 35 98:0 /mnt1 /mnt/with\040space rw,noatime master:1 - fuse.segfs s3://b/p ro,user_id=0`,
-			want: MountEntry{Dir: "/mnt/with space", FsType: "fuse.segfs", Source: "s3://b/p"},
+			want: MountEntry{Dev: "98:0", Dir: "/mnt/with space", FsType: "fuse.segfs", Source: "s3://b/p"},
 			ok:   true,
 		},
 		{
 			line: `22 1 0:21 / /proc rw,nosuid - proc proc rw`,
-			want: MountEntry{Dir: "/proc", FsType: "proc", Source: "proc"},
+			want: MountEntry{Dev: "0:21", Dir: "/proc", FsType: "proc", Source: "proc"},
 			ok:   true,
 		},
 		{line: `garbage`, ok: false},

@@ -1,31 +1,60 @@
 package fs
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 
+	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
 )
 
 // ErrClosed is returned by reads on a closed Reader.
 var ErrClosed = errors.New("segfs: reader closed")
 
+// PartCache is the persistent part store the Reader keeps fetched parts
+// in (cache.Cache). All methods may be called concurrently.
+type PartCache interface {
+	// ReadAt reads len(p) bytes at off within the part; ok is false on a
+	// miss.
+	ReadAt(ctx context.Context, k cache.Key, p []byte, off int64) (n int, ok bool, err error)
+	// Put stores a whole part; it does not retain data.
+	Put(ctx context.Context, k cache.Key, data []byte) error
+	// Contains reports whether the part is stored.
+	Contains(k cache.Key) bool
+}
+
+// Prefetch modes.
+const (
+	PrefetchNone = "none" // fetch only what reads and readahead need
+	PrefetchOpen = "open" // also fetch the rest of each opened file
+	PrefetchAll  = "all"  // also fetch every file after the mount starts
+)
+
 // ReaderConfig configures a Reader. Zero fields take the defaults.
 type ReaderConfig struct {
-	// PartSize is the size of the aligned parts that are fetched and kept.
-	// Default 8 MiB.
+	// Source names the store in cache keys, e.g. "s3://bucket/prefix".
+	Source string
+	// PartSize is the size of the aligned parts that are fetched and
+	// cached. Default 8 MiB.
 	PartSize int64
-	// MaxFetches bounds the remote reads in flight at once. Default 16.
-	MaxFetches int
-	// MemoryLimit bounds the bytes of fetched parts kept in memory after
-	// their readers are served. Default 128 MiB. Parts being fetched are
-	// bounded separately, by MaxFetches parts.
+	// MemoryLimit bounds the bytes of parts kept in memory because the
+	// disk cache could not take them (a full disk). Default 64 MiB.
 	MemoryLimit int64
+	// SmallRead is the largest read that, when cold and not sequential, is
+	// served by a GET of just its own range rather than by waiting for its
+	// whole part (which is then fetched in the background). Default
+	// PartSize/8.
+	SmallRead int64
+	// MaxReadahead bounds a sequential reader's readahead window, in
+	// parts. Default: the scheduler's worker count.
+	MaxReadahead int
+	// Prefetch is PrefetchNone, PrefetchOpen or PrefetchAll. Default
+	// PrefetchOpen.
+	Prefetch string
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -33,19 +62,24 @@ type ReaderConfig struct {
 // Default values of ReaderConfig.
 const (
 	DefaultPartSize    = 8 << 20
-	DefaultMaxFetches  = 16
-	DefaultMemoryLimit = 128 << 20
+	DefaultMemoryLimit = 64 << 20
 )
 
-func (c ReaderConfig) withDefaults() ReaderConfig {
+func (c ReaderConfig) withDefaults(workers int) ReaderConfig {
 	if c.PartSize <= 0 {
 		c.PartSize = DefaultPartSize
 	}
-	if c.MaxFetches <= 0 {
-		c.MaxFetches = DefaultMaxFetches
-	}
 	if c.MemoryLimit <= 0 {
 		c.MemoryLimit = DefaultMemoryLimit
+	}
+	if c.SmallRead <= 0 {
+		c.SmallRead = c.PartSize / 8
+	}
+	if c.MaxReadahead <= 0 {
+		c.MaxReadahead = workers
+	}
+	if c.Prefetch == "" {
+		c.Prefetch = PrefetchOpen
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -53,90 +87,77 @@ func (c ReaderConfig) withDefaults() ReaderConfig {
 	return c
 }
 
-// Reader serves logical byte ranges of objects from aligned parts. It may
-// be used by any number of goroutines at once.
+// Reader serves logical byte ranges of objects from aligned parts: from
+// the disk cache when it has them, else fetched through the scheduler and
+// then cached. It may be used by any number of goroutines at once.
 type Reader struct {
 	// Immutable after construction.
-	store  fetcher.Store
-	cfg    ReaderConfig
-	sem    chan struct{} // one token per remote read in flight
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // one per fetch goroutine
-	stats  readerCounters
+	store fetcher.Store
+	cache PartCache
+	sched *prefetch.Scheduler
+	cfg   ReaderConfig
+	bufs  chan []byte // free part buffers, at most one per worker
+	stats readerCounters
 
 	// Guarded by mu.
-	mu       sync.Mutex
-	closed   bool
-	inflight map[partKey]*partCall
-	lru      list.List // of *memPart, most recently used first
-	cached   map[partKey]*list.Element
-	memBytes int64
+	mu         sync.Mutex
+	closed     bool
+	inflight   map[partKey]*partCall
+	ranges     map[rangeKey]*rangeCall
+	mem        memTier
+	prefetched map[partKey]bool // objects (idx -1) whose background fetch was queued
 }
 
+// partKey names one part of one object version.
 type partKey struct {
 	key  string
 	etag string
 	idx  int64
 }
 
-// partCall is one fetch of a part, shared by every reader that wants it.
-// data and err are written once, before done is closed.
-type partCall struct {
-	key  partKey
-	obj  fetcher.Object
-	done chan struct{}
-	data []byte
-	err  error
-}
-
-type memPart struct {
-	key  partKey
-	data []byte
-}
-
-type readerCounters struct {
-	reads, readBytes              atomic.Int64
-	partHits, partJoins           atomic.Int64
-	partsFetched, partFetchErrors atomic.Int64
-}
-
-// ReaderStats is a snapshot of a Reader's counters.
-type ReaderStats struct {
-	Reads           int64 // ReadAt calls
-	ReadBytes       int64 // bytes returned by ReadAt
-	PartHits        int64 // parts found in memory
-	PartJoins       int64 // parts already being fetched for another reader
-	PartsFetched    int64 // parts fetched successfully
-	PartFetchErrors int64 // part fetches that failed
-	MemoryBytes     int64 // bytes of parts held in memory now
-}
-
-// NewReader returns a Reader over store. Close it to stop its fetches.
-func NewReader(store fetcher.Store, cfg ReaderConfig) *Reader {
-	cfg = cfg.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
+// NewReader returns a Reader over store that keeps parts in pc and runs
+// every fetch on sched. Close the Reader before the scheduler.
+func NewReader(store fetcher.Store, pc PartCache, sched *prefetch.Scheduler, cfg ReaderConfig) *Reader {
+	cfg = cfg.withDefaults(sched.Workers())
 	return &Reader{
-		store:    store,
-		cfg:      cfg,
-		sem:      make(chan struct{}, cfg.MaxFetches),
-		ctx:      ctx,
-		cancel:   cancel,
-		inflight: make(map[partKey]*partCall),
-		cached:   make(map[partKey]*list.Element),
+		store:      store,
+		cache:      pc,
+		sched:      sched,
+		cfg:        cfg,
+		bufs:       make(chan []byte, sched.Workers()),
+		inflight:   make(map[partKey]*partCall),
+		ranges:     make(map[rangeKey]*rangeCall),
+		mem:        newMemTier(cfg.MemoryLimit),
+		prefetched: make(map[partKey]bool),
 	}
 }
 
 // PartSize returns the part size in use.
 func (r *Reader) PartSize() int64 { return r.cfg.PartSize }
 
-// ReadAt reads up to len(dest) bytes of obj at off. A read at or past the
-// end of the object returns no bytes and no error. The returned slice is
-// either a prefix of dest or a slice of a shared, immutable part buffer
-// that the caller must not modify; it is valid until the caller drops it.
-// On error no bytes are returned. ctx bounds only this caller's wait: a
-// fetch that other readers share goes on when ctx is done.
-func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, off int64) ([]byte, error) {
+// Prefetch returns the prefetch mode in use.
+func (r *Reader) Prefetch() string { return r.cfg.Prefetch }
+
+func (r *Reader) cacheKey(k partKey) cache.Key {
+	return cache.Key{Source: r.cfg.Source, Object: k.key, ETag: k.etag, PartSize: r.cfg.PartSize, Index: k.idx}
+}
+
+func keyOf(obj fetcher.Object, idx int64) partKey {
+	return partKey{key: obj.Key, etag: obj.ETag, idx: idx}
+}
+
+// partLen returns the length of part idx of obj.
+func (r *Reader) partLen(obj fetcher.Object, idx int64) int64 {
+	return min(r.cfg.PartSize, obj.Size-idx*r.cfg.PartSize)
+}
+
+// ReadAt reads up to len(dest) bytes of obj at off into dest and returns
+// the filled prefix. A read at or past the end of the object returns no
+// bytes and no error. seq, if not nil, tracks the caller's access pattern
+// for readahead. ctx bounds only this caller's wait: fetches that other
+// readers or the cache want go on when it is done. On error no bytes are
+// returned and dest's contents are unspecified.
+func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, off int64, seq *Sequence) ([]byte, error) {
 	r.stats.reads.Add(1)
 	if off < 0 {
 		return nil, fmt.Errorf("read %s at %d: negative offset", obj.Key, off)
@@ -145,155 +166,105 @@ func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, of
 		return dest[:0], nil
 	}
 	end := min(off+int64(len(dest)), obj.Size)
+	out := dest[:end-off]
 	ps := r.cfg.PartSize
 	first, last := off/ps, (end-1)/ps
 
-	// Start every fetch the read needs before waiting for any of them.
-	parts := make([][]byte, 0, last-first+1)
-	calls := make([]*partCall, 0, last-first+1)
-	for i := first; i <= last; i++ {
-		data, call, err := r.acquire(obj, i)
-		if err != nil {
-			return nil, err
-		}
-		parts = append(parts, data)
-		calls = append(calls, call)
+	window := 0
+	if seq != nil {
+		window = seq.observe(off, end, r.cfg.MaxReadahead)
 	}
-	for j, call := range calls {
-		if call == nil {
-			continue
-		}
-		select {
-		case <-call.done:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read %s [%d,%d): %w", obj.Key, off, end, ctx.Err())
-		}
-		if call.err != nil {
-			return nil, fmt.Errorf("read %s [%d,%d): %w", obj.Key, off, end, call.err)
-		}
-		parts[j] = call.data
-	}
+	small := window == 0 && end-off <= r.cfg.SmallRead
 
-	var out []byte
-	if len(parts) == 1 {
-		out = parts[0][off-first*ps : end-first*ps] // no copy
-	} else {
-		out = dest[:0]
-		for j, data := range parts {
-			start := (first + int64(j)) * ps
-			lo := max(off, start) - start
-			hi := min(end, start+int64(len(data))) - start
-			out = append(out, data[lo:hi]...)
+	// Start the fetches of every further part this read spans before
+	// waiting on the first.
+	for i := first + 1; i <= last; i++ {
+		r.startPart(obj, i, prefetch.Demand)
+	}
+	for i := first; i <= last; i++ {
+		lo := max(off, i*ps)
+		hi := min(end, (i+1)*ps)
+		if err := r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, small); err != nil {
+			return nil, fmt.Errorf("read %s [%d,%d): %w", obj.Key, off, end, err)
 		}
+	}
+	for i := last + 1; i <= last+int64(window) && i*ps < obj.Size; i++ {
+		r.startPart(obj, i, prefetch.Readahead)
 	}
 	r.stats.readBytes.Add(int64(len(out)))
 	return out, nil
 }
 
-// acquire returns part idx of obj from memory, or the call that fetches it,
-// starting that call if no other reader has.
-func (r *Reader) acquire(obj fetcher.Object, idx int64) ([]byte, *partCall, error) {
-	k := partKey{key: obj.Key, etag: obj.ETag, idx: idx}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, nil, ErrClosed
-	}
-	if el, ok := r.cached[k]; ok {
-		r.lru.MoveToFront(el)
-		r.stats.partHits.Add(1)
-		return el.Value.(*memPart).data, nil, nil
-	}
-	if call, ok := r.inflight[k]; ok {
-		r.stats.partJoins.Add(1)
-		return nil, call, nil
-	}
-	call := &partCall{key: k, obj: obj, done: make(chan struct{})}
-	r.inflight[k] = call
-	r.wg.Add(1)
-	go r.fetch(call)
-	return nil, call, nil
-}
+// readPart fills p with the bytes at off within part idx of obj: from
+// memory, from a part fetch in flight, from the disk cache, or from a new
+// fetch. A small cold read does not wait for its whole part: unless that
+// part's fetch is already running, it is served by a GET of its own range,
+// and the part is queued in the background for the reads after it.
+func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64, small bool) error {
+	k := keyOf(obj, idx)
+	ck := r.cacheKey(k)
+	for attempt := 0; ; attempt++ {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return ErrClosed
+		}
+		if r.mem.copyOut(k, p, off) {
+			r.mu.Unlock()
+			r.stats.memHits.Add(1)
+			return nil
+		}
+		call := r.inflight[k]
+		if call != nil && (!small || call.running) {
+			call.refs++
+			task := call.task
+			r.mu.Unlock()
+			r.stats.joins.Add(1)
+			if task != nil {
+				r.sched.Raise(task, prefetch.Demand)
+			}
+			return r.waitCall(ctx, call, p, off)
+		}
+		r.mu.Unlock()
 
-// fetch reads one part on the Reader's context, publishes the result to
-// its waiters and keeps it in memory.
-func (r *Reader) fetch(call *partCall) {
-	defer r.wg.Done()
-	off := call.key.idx * r.cfg.PartSize
-	n := min(r.cfg.PartSize, call.obj.Size-off)
-	var data []byte
-	var err error
-	select {
-	case r.sem <- struct{}{}:
-		data = make([]byte, n)
-		err = r.store.ReadRange(r.ctx, call.obj, off, data)
-		<-r.sem
-	case <-r.ctx.Done():
-		err = fmt.Errorf("fetch %s part %d: %w", call.key.key, call.key.idx, ErrClosed)
+		if r.cache.Contains(ck) {
+			_, ok, err := r.cache.ReadAt(ctx, ck, p, off)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return ctx.Err()
+			case err == nil && ok:
+				r.stats.diskHits.Add(1)
+				return nil
+			case err != nil:
+				r.cfg.Logger.Warn("cache read failed; fetching again", "key", obj.Key, "part", idx, "err", err)
+			}
+		}
+		if small || attempt > 0 {
+			// attempt > 0: the part was fetched for us but is neither in
+			// flight, in memory nor on disk (evicted at once, or refused).
+			if small && call == nil {
+				r.startPart(obj, idx, prefetch.Background)
+			}
+			return r.readRange(ctx, obj, idx*r.cfg.PartSize+off, p)
+		}
+		r.startPart(obj, idx, prefetch.Demand)
 	}
-	if err != nil {
-		r.stats.partFetchErrors.Add(1)
-		data = nil
-	} else {
-		r.stats.partsFetched.Add(1)
-	}
-
-	r.mu.Lock()
-	delete(r.inflight, call.key)
-	if err == nil && !r.closed {
-		r.keepLocked(call.key, data)
-	}
-	r.mu.Unlock()
-
-	call.data, call.err = data, err
-	close(call.done)
-}
-
-// keepLocked adds a part to the memory tier, evicting the least recently
-// used parts to stay within MemoryLimit. r.mu must be held.
-func (r *Reader) keepLocked(k partKey, data []byte) {
-	size := int64(len(data))
-	if size > r.cfg.MemoryLimit {
-		return
-	}
-	for r.memBytes+size > r.cfg.MemoryLimit {
-		el := r.lru.Back()
-		old := r.lru.Remove(el).(*memPart)
-		delete(r.cached, old.key)
-		r.memBytes -= int64(len(old.data))
-	}
-	r.cached[k] = r.lru.PushFront(&memPart{key: k, data: data})
-	r.memBytes += size
 }
 
 // Stats returns a snapshot of the Reader's counters.
 func (r *Reader) Stats() ReaderStats {
 	r.mu.Lock()
-	mem := r.memBytes
+	mem, inflight := r.mem.bytes, len(r.inflight)
 	r.mu.Unlock()
-	return ReaderStats{
-		Reads:           r.stats.reads.Load(),
-		ReadBytes:       r.stats.readBytes.Load(),
-		PartHits:        r.stats.partHits.Load(),
-		PartJoins:       r.stats.partJoins.Load(),
-		PartsFetched:    r.stats.partsFetched.Load(),
-		PartFetchErrors: r.stats.partFetchErrors.Load(),
-		MemoryBytes:     mem,
-	}
+	return r.stats.snapshot(mem, inflight)
 }
 
-// Close cancels every fetch in flight, waits for them to end and drops the
-// parts kept in memory. Reads after Close fail with ErrClosed.
+// Close fails the reads waiting on fetches and refuses new reads. The
+// scheduler, closed after it, ends the fetches.
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	r.closed = true
-	r.mu.Unlock()
-	r.cancel()
-	r.wg.Wait()
-	r.mu.Lock()
-	r.lru.Init()
-	clear(r.cached)
-	r.memBytes = 0
+	r.mem.clear()
 	r.mu.Unlock()
 	return nil
 }

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
 )
 
 // memStore is an in-memory fetcher.Store with real ETag semantics. A test
@@ -24,6 +27,8 @@ type memStore struct {
 	objects map[string][]byte
 	etags   map[string]string
 	gate    chan struct{} // if non-nil, ReadRange waits for it to close
+	gateKey string        // if set, only reads of this key wait at gate
+	fetched []string      // keys in the order ReadRange was called
 	fail    error         // if non-nil, ReadRange returns it
 
 	calls    atomic.Int64
@@ -61,6 +66,10 @@ func (s *memStore) ReadRange(ctx context.Context, obj fetcher.Object, off int64,
 	}
 	s.mu.Lock()
 	gate, fail := s.gate, s.fail
+	if s.gateKey != "" && s.gateKey != obj.Key {
+		gate = nil
+	}
+	s.fetched = append(s.fetched, obj.Key)
 	data, etag := s.objects[obj.Key], s.etags[obj.Key]
 	s.mu.Unlock()
 	if gate != nil {
@@ -81,6 +90,12 @@ func (s *memStore) ReadRange(ctx context.Context, obj fetcher.Object, off int64,
 	return nil
 }
 
+func (s *memStore) order() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.fetched)
+}
+
 func (s *memStore) Counters() *fetcher.Counters { return &s.counters }
 func (s *memStore) String() string              { return "mem://" }
 
@@ -93,94 +108,146 @@ func randomBytes(seed uint64, n int) []byte {
 	return b
 }
 
-func TestReadAtByteExact(t *testing.T) {
-	store := newMemStore()
-	const ps = 1000
-	data := randomBytes(1, 10*ps+123)
-	obj := store.put("f", data)
-	r := NewReader(store, ReaderConfig{PartSize: ps, MaxFetches: 3, MemoryLimit: 4 * ps})
-	defer r.Close()
+// fakeCache is an in-memory PartCache; full makes every Put fail with
+// cache.ErrNoSpace.
+type fakeCache struct {
+	mu    sync.Mutex
+	parts map[cache.Key][]byte
+	full  bool
+	puts  int
+}
 
-	cases := []struct {
-		name     string
-		off, len int64
-		want     int64 // bytes expected back
-	}{
-		{"first byte", 0, 1, 1},
-		{"inside one part", 10, 100, 100},
-		{"whole part", ps, ps, ps},
-		{"across one border", ps - 7, 14, 14},
-		{"across several borders", 2*ps - 1, 3*ps + 2, 3*ps + 2},
-		{"last byte", int64(len(data)) - 1, 10, 1},
-		{"short last part", 10 * ps, 500, 123},
-		{"at EOF", int64(len(data)), 10, 0},
-		{"past EOF", int64(len(data)) + 5000, 10, 0},
-		{"empty dest", 5, 0, 0},
+func newFakeCache() *fakeCache { return &fakeCache{parts: map[cache.Key][]byte{}} }
+
+func (c *fakeCache) ReadAt(ctx context.Context, k cache.Key, p []byte, off int64) (int, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	data, ok := c.parts[k]
+	if !ok {
+		return 0, false, nil
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got, err := r.ReadAt(context.Background(), obj, make([]byte, c.len), c.off)
-			if err != nil {
-				t.Fatal(err)
+	return copy(p, data[off:]), true, nil
+}
+
+func (c *fakeCache) Put(ctx context.Context, k cache.Key, data []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.full {
+		return fmt.Errorf("put: %w", cache.ErrNoSpace)
+	}
+	c.puts++
+	c.parts[k] = bytes.Clone(data)
+	return nil
+}
+
+func (c *fakeCache) Contains(k cache.Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.parts[k]
+	return ok
+}
+
+// newTestReader returns a Reader and its scheduler, both closed at the
+// end of the test.
+func newTestReader(t *testing.T, store fetcher.Store, pc PartCache, workers int, cfg ReaderConfig) *Reader {
+	t.Helper()
+	sched := prefetch.New(prefetch.Config{Workers: workers})
+	r := NewReader(store, pc, sched, cfg)
+	t.Cleanup(func() {
+		r.Close()
+		sched.Close()
+	})
+	return r
+}
+
+func TestReadAtByteExact(t *testing.T) {
+	const ps = 1000
+	for _, mode := range []string{PrefetchNone, PrefetchOpen} {
+		t.Run(mode, func(t *testing.T) {
+			store := newMemStore()
+			data := randomBytes(1, 10*ps+123)
+			obj := store.put("f", data)
+			r := newTestReader(t, store, newFakeCache(), 3, ReaderConfig{PartSize: ps, SmallRead: 100, Prefetch: mode})
+			if mode == PrefetchOpen {
+				r.PrefetchObject(obj)
 			}
-			if int64(len(got)) != c.want {
-				t.Fatalf("got %d bytes, want %d", len(got), c.want)
+			cases := []struct {
+				name     string
+				off, len int64
+				want     int64 // bytes expected back
+			}{
+				{"first byte", 0, 1, 1},
+				{"small inside one part", 10, 50, 50},
+				{"inside one part", 10, 300, 300},
+				{"whole part", ps, ps, ps},
+				{"across one border", ps - 7, 14, 14},
+				{"across several borders", 2*ps - 1, 3*ps + 2, 3*ps + 2},
+				{"last byte", int64(len(data)) - 1, 10, 1},
+				{"short last part", 10 * ps, 500, 123},
+				{"at EOF", int64(len(data)), 10, 0},
+				{"past EOF", int64(len(data)) + 5000, 10, 0},
+				{"empty dest", 5, 0, 0},
 			}
-			if c.want > 0 && !bytes.Equal(got, data[c.off:c.off+c.want]) {
-				t.Fatalf("bytes differ at [%d,%d)", c.off, c.off+c.want)
+			for _, c := range cases {
+				got, err := r.ReadAt(context.Background(), obj, make([]byte, c.len), c.off, nil)
+				if err != nil {
+					t.Fatalf("%s: %v", c.name, err)
+				}
+				if int64(len(got)) != c.want {
+					t.Fatalf("%s: got %d bytes, want %d", c.name, len(got), c.want)
+				}
+				if c.want > 0 && !bytes.Equal(got, data[c.off:c.off+c.want]) {
+					t.Fatalf("%s: bytes differ at [%d,%d)", c.name, c.off, c.off+c.want)
+				}
+			}
+			// Randomized: reads of random sizes and offsets, some through
+			// a sequential handle, compared to the source.
+			rng := rand.New(rand.NewPCG(7, 7))
+			var seq Sequence
+			for i := 0; i < 2000; i++ {
+				off := rng.Int64N(int64(len(data)) + 10)
+				n := rng.Int64N(3*ps) + 1
+				var s *Sequence
+				if i%2 == 0 {
+					s = &seq
+				}
+				got, err := r.ReadAt(context.Background(), obj, make([]byte, n), off, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				end := min(off+n, int64(len(data)))
+				if off >= end {
+					if len(got) != 0 {
+						t.Fatalf("read at %d past end returned %d bytes", off, len(got))
+					}
+					continue
+				}
+				if !bytes.Equal(got, data[off:end]) {
+					t.Fatalf("read [%d,%d) differs", off, end)
+				}
 			}
 		})
 	}
-
-	// Randomized: many reads of random sizes and offsets, compared to the
-	// source, with a memory tier small enough to evict constantly.
-	rng := rand.New(rand.NewPCG(7, 7))
-	for i := 0; i < 2000; i++ {
-		off := rng.Int64N(int64(len(data)) + 10)
-		n := rng.Int64N(3*ps) + 1
-		got, err := r.ReadAt(context.Background(), obj, make([]byte, n), off)
-		if err != nil {
-			t.Fatal(err)
-		}
-		end := min(off+n, int64(len(data)))
-		if off >= end {
-			if len(got) != 0 {
-				t.Fatalf("read at %d past end returned %d bytes", off, len(got))
-			}
-			continue
-		}
-		if !bytes.Equal(got, data[off:end]) {
-			t.Fatalf("read [%d,%d) differs", off, end)
-		}
-	}
-	if st := r.Stats(); st.MemoryBytes > 4*ps {
-		t.Fatalf("memory tier holds %d bytes, limit %d", st.MemoryBytes, 4*ps)
-	}
 }
 
-func TestSingleFlight(t *testing.T) {
+func TestSingleFlightPart(t *testing.T) {
 	store := newMemStore()
 	data := randomBytes(2, 4096)
 	obj := store.put("f", data)
-	gate := make(chan struct{})
-	store.gate = gate
-	r := NewReader(store, ReaderConfig{PartSize: 4096})
-	defer r.Close()
+	store.gate = make(chan struct{})
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 4096, SmallRead: 1, Prefetch: PrefetchNone})
 
 	const readers = 100
 	var wg sync.WaitGroup
 	results := make([][]byte, readers)
 	errs := make([]error, readers)
 	for i := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = r.ReadAt(context.Background(), obj, make([]byte, 100), int64(i))
-		}()
+		wg.Go(func() {
+			results[i], errs[i] = r.ReadAt(context.Background(), obj, make([]byte, 100), int64(i), nil)
+		})
 	}
-	// Let every reader reach the shared fetch before it completes.
-	waitFor(t, func() bool { st := r.Stats(); return st.Reads == readers })
-	close(gate)
+	waitFor(t, func() bool { return r.Stats().Reads == readers })
+	close(store.gate)
 	wg.Wait()
 	for i := range readers {
 		if errs[i] != nil {
@@ -195,24 +262,59 @@ func TestSingleFlight(t *testing.T) {
 	}
 }
 
+func TestSmallColdReadsShareOneRangeGet(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(9, 64<<10)
+	obj := store.put("f", data)
+	store.gate = make(chan struct{})
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone})
+	const readers = 50
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Go(func() {
+			got, err := r.ReadAt(context.Background(), obj, make([]byte, 4096), 8192, nil)
+			if err != nil || !bytes.Equal(got, data[8192:8192+4096]) {
+				t.Errorf("small read: %v", err)
+			}
+		})
+	}
+	waitFor(t, func() bool { return r.Stats().Reads == readers })
+	close(store.gate)
+	wg.Wait()
+	// One GET of the 4 KiB range for the readers, one of the whole part
+	// queued in the background for the reads after them.
+	st := r.Stats()
+	if st.RangeReads != 1 || st.StartedBack != 1 || store.calls.Load() != 2 {
+		t.Fatalf("range GETs %d, background parts %d, remote reads %d; want 1, 1, 2",
+			st.RangeReads, st.StartedBack, store.calls.Load())
+	}
+	// Once the part is cached, reads of it cost no GET.
+	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	before := store.calls.Load()
+	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 4096), 30000, nil); err != nil {
+		t.Fatal(err)
+	}
+	if store.calls.Load() != before {
+		t.Fatal("a read of a cached part went to the store")
+	}
+}
+
 func TestInterruptedReaderDoesNotCancelSharedFetch(t *testing.T) {
 	store := newMemStore()
 	data := randomBytes(3, 4096)
 	obj := store.put("f", data)
-	gate := make(chan struct{})
-	store.gate = gate
-	r := NewReader(store, ReaderConfig{PartSize: 4096})
-	defer r.Close()
+	store.gate = make(chan struct{})
+	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: 4096, SmallRead: 1})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	interrupted := make(chan error, 1)
 	go func() {
-		_, err := r.ReadAt(ctx, obj, make([]byte, 10), 0)
+		_, err := r.ReadAt(ctx, obj, make([]byte, 10), 0, nil)
 		interrupted <- err
 	}()
 	patient := make(chan []byte, 1)
 	go func() {
-		got, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 100)
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 100, nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -223,7 +325,7 @@ func TestInterruptedReaderDoesNotCancelSharedFetch(t *testing.T) {
 	if err := <-interrupted; !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted reader got %v, want context.Canceled", err)
 	}
-	close(gate)
+	close(store.gate)
 	if got := <-patient; !bytes.Equal(got, data[100:110]) {
 		t.Fatal("patient reader got wrong bytes")
 	}
@@ -232,57 +334,146 @@ func TestInterruptedReaderDoesNotCancelSharedFetch(t *testing.T) {
 	}
 }
 
-func TestMaxFetchesBound(t *testing.T) {
+func TestFetchesStayWithinTheWorkerPool(t *testing.T) {
 	store := newMemStore()
 	const ps = 512
 	var objs []fetcher.Object
 	for i := range 8 {
 		objs = append(objs, store.put(fmt.Sprint("f", i), randomBytes(uint64(i), 20*ps)))
 	}
-	r := NewReader(store, ReaderConfig{PartSize: ps, MaxFetches: 3})
-	defer r.Close()
+	r := newTestReader(t, store, newFakeCache(), 3, ReaderConfig{PartSize: ps})
 	var wg sync.WaitGroup
 	for i := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			obj := objs[i%len(objs)]
+			r.PrefetchObject(obj)
+			var seq Sequence
 			for off := int64(0); off < obj.Size; off += 3 * ps / 2 {
-				if _, err := r.ReadAt(context.Background(), obj, make([]byte, ps), off); err != nil {
+				if _, err := r.ReadAt(context.Background(), obj, make([]byte, ps), off, &seq); err != nil {
 					t.Error(err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if p := store.peak.Load(); p > 3 {
-		t.Fatalf("peak %d remote reads in flight, bound 3", p)
+		t.Fatalf("peak %d remote reads in flight, pool of 3", p)
 	}
 }
 
-func TestChangedObjectError(t *testing.T) {
+func TestDemandReadNotBehindBackground(t *testing.T) {
+	store := newMemStore()
+	big := store.put("big", randomBytes(10, 64*1024))
+	small := store.put("small", randomBytes(11, 1024))
+	store.gate = make(chan struct{}) // holds every fetch of "big"
+	store.gateKey = "big"
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 1024})
+	r.PrefetchObject(big) // 64 background parts; 3 run (one worker is reserved), all blocked
+	waitFor(t, func() bool { return store.inflight.Load() == 3 })
+	got, err := r.ReadAt(context.Background(), small, make([]byte, 1024), 0, nil)
+	if err != nil || !bytes.Equal(got, store.objects["small"]) {
+		t.Fatalf("demand read: %v", err)
+	}
+	if st := r.Stats(); st.PartsFetched != 1 {
+		t.Fatalf("%d parts fetched when the demand read returned; want only its own (background all blocked)", st.PartsFetched)
+	}
+	close(store.gate)
+}
+
+func TestFilesProgressFairly(t *testing.T) {
+	store := newMemStore()
+	a := store.put("a", randomBytes(12, 20*1024))
+	b := store.put("b", randomBytes(13, 20*1024))
+	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: 1024}) // one worker for background
+	store.gate = make(chan struct{})
+	r.PrefetchObject(a)
+	r.PrefetchObject(b)
+	close(store.gate)
+	waitFor(t, func() bool { return r.Stats().PartsFetched == 40 })
+	// With one background worker, the order of fetches alternates between
+	// the files instead of finishing a first.
+	order := store.order()
+	firstB := slices.Index(order, "b")
+	if firstB < 0 || firstB > 2 {
+		t.Fatalf("file b first fetched at position %d of %v", firstB, order[:6])
+	}
+}
+
+func TestReadaheadOnSequentialReads(t *testing.T) {
+	store := newMemStore()
+	const ps = 1024
+	data := randomBytes(14, 32*ps)
+	obj := store.put("f", data)
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, MaxReadahead: 4})
+	var seq Sequence
+	for off := int64(0); off < obj.Size; off += ps / 4 {
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, ps/4), off, &seq)
+		if err != nil || !bytes.Equal(got, data[off:off+ps/4]) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+	}
+	st := r.Stats()
+	if st.StartedAhead == 0 {
+		t.Fatalf("no readahead for a sequential reader: %+v", st)
+	}
+	if store.calls.Load() != 32 {
+		t.Fatalf("%d remote reads for 32 parts", store.calls.Load())
+	}
+	// A random reader gets no readahead.
+	var rnd Sequence
+	before := r.Stats().StartedAhead
+	for _, off := range []int64{5000, 100, 20000, 9000} {
+		if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), off, &rnd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Stats().StartedAhead != before {
+		t.Fatal("random reads started readahead")
+	}
+}
+
+func TestChangedObjectFailsAndIsNotCached(t *testing.T) {
 	store := newMemStore()
 	obj := store.put("f", randomBytes(4, 8192))
-	r := NewReader(store, ReaderConfig{PartSize: 4096})
-	defer r.Close()
-	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 0); err != nil {
+	pc := newFakeCache()
+	r := newTestReader(t, store, pc, 2, ReaderConfig{PartSize: 4096, SmallRead: 1, Prefetch: PrefetchNone})
+	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	store.put("f", randomBytes(5, 8192)) // new ETag
-	// The part already read is served from memory with the old bytes; an
-	// unread part fails as changed and is not kept.
-	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 0); err != nil {
+	// The part already cached keeps serving the old version's bytes; an
+	// unread part fails as changed and nothing of it is cached.
+	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 0, nil); err != nil {
 		t.Fatalf("cached part: %v", err)
 	}
 	for range 2 {
-		_, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 5000)
+		_, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 5000, nil)
 		if !errors.Is(err, fetcher.ErrChanged) {
 			t.Fatalf("got %v, want ErrChanged", err)
 		}
 	}
-	if st := r.Stats(); st.PartFetchErrors != 2 {
-		t.Fatalf("%d failed fetches, want 2 (errors are not cached)", st.PartFetchErrors)
+	if pc.puts != 1 {
+		t.Fatalf("%d parts cached, want 1", pc.puts)
+	}
+}
+
+func TestFullCacheServesFromMemory(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(15, 8192)
+	obj := store.put("f", data)
+	pc := newFakeCache()
+	pc.full = true
+	r := newTestReader(t, store, pc, 2, ReaderConfig{PartSize: 4096, SmallRead: 1, Prefetch: PrefetchNone, MemoryLimit: 8192})
+	for off := int64(0); off < 8192; off += 512 {
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, 512), off, nil)
+		if err != nil || !bytes.Equal(got, data[off:off+512]) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+	}
+	st := r.Stats()
+	if st.NoSpace != 2 || store.calls.Load() != 2 || st.MemoryHits == 0 {
+		t.Fatalf("no-space %d, remote reads %d, memory hits %d; want 2, 2, >0", st.NoSpace, store.calls.Load(), st.MemoryHits)
 	}
 }
 
@@ -291,21 +482,19 @@ func TestCloseStopsFetches(t *testing.T) {
 	store := newMemStore()
 	obj := store.put("f", randomBytes(6, 64<<10))
 	store.gate = make(chan struct{}) // never opens: fetches hang until cancelled
-	r := NewReader(store, ReaderConfig{PartSize: 4096, MaxFetches: 4})
-	ctx, cancel := context.WithCancel(context.Background())
+	sched := prefetch.New(prefetch.Config{Workers: 4})
+	r := NewReader(store, newFakeCache(), sched, ReaderConfig{PartSize: 4096, SmallRead: 1})
 	var wg sync.WaitGroup
 	for i := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = r.ReadAt(ctx, obj, make([]byte, 10), int64(i)*4096)
-		}()
+		wg.Go(func() {
+			_, _ = r.ReadAt(context.Background(), obj, make([]byte, 10), int64(i)*4096, nil)
+		})
 	}
 	waitFor(t, func() bool { return r.Stats().Reads == 16 })
 	r.Close()
-	cancel()
+	sched.Close()
 	wg.Wait()
-	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 1), 0); !errors.Is(err, ErrClosed) {
+	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 1), 0, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("read after Close: %v, want ErrClosed", err)
 	}
 	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })

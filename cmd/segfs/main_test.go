@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +53,7 @@ func TestCheckMountpoint(t *testing.T) {
 		{file, "not a directory"},
 		{"/proc", "busy"},
 	} {
-		err := checkMountpoint(c.path)
+		err := checkMountpoint(c.path, slog.Default())
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("checkMountpoint(%s): %v", c.path, err)

@@ -11,8 +11,10 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/prefetch"
 )
 
 // metricsServer serves the mount's counters as one JSON object of integers
@@ -22,7 +24,7 @@ type metricsServer struct {
 	done chan struct{}
 }
 
-func startMetrics(addr string, store fetcher.Store, reader *segfs.Reader, log *slog.Logger) (*metricsServer, error) {
+func startMetrics(addr string, store fetcher.Store, reader *segfs.Reader, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*metricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
@@ -30,7 +32,7 @@ func startMetrics(addr string, store fetcher.Store, reader *segfs.Reader, log *s
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(statsSnapshot(store, reader))
+		_ = json.NewEncoder(w).Encode(statsSnapshot(store, reader, sched, pc))
 	})
 	m := &metricsServer{
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
@@ -54,27 +56,65 @@ func (m *metricsServer) Close() {
 	<-m.done
 }
 
-func statsSnapshot(store fetcher.Store, reader *segfs.Reader) map[string]int64 {
+func statsSnapshot(store fetcher.Store, reader *segfs.Reader, sched *prefetch.Scheduler, pc *cache.Cache) map[string]int64 {
 	c := store.Counters()
 	rs := reader.Stats()
+	ss := sched.Stats()
+	cs := pc.Stats()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	loaded := int64(0)
+	if cs.IndexLoaded {
+		loaded = 1
+	}
 	return map[string]int64{
-		"gets":              c.Gets.Load(),
-		"get_bytes":         c.GetBytes.Load(),
-		"retries":           c.Retries.Load(),
-		"lists":             c.Lists.Load(),
-		"changed":           c.Changed.Load(),
-		"read_errors":       c.ReadErrors.Load(),
-		"reads":             rs.Reads,
-		"read_bytes":        rs.ReadBytes,
-		"part_hits":         rs.PartHits,
-		"part_joins":        rs.PartJoins,
-		"parts_fetched":     rs.PartsFetched,
-		"part_fetch_errors": rs.PartFetchErrors,
-		"memory_part_bytes": rs.MemoryBytes,
-		"goroutines":        int64(runtime.NumGoroutine()),
-		"heap_bytes":        int64(ms.HeapAlloc),
-		"sys_bytes":         int64(ms.Sys),
+		// Remote requests.
+		"gets":        c.Gets.Load(),
+		"get_bytes":   c.GetBytes.Load(),
+		"retries":     c.Retries.Load(),
+		"lists":       c.Lists.Load(),
+		"changed":     c.Changed.Load(),
+		"read_errors": c.ReadErrors.Load(),
+		// Reads through the mount.
+		"reads":              rs.Reads,
+		"read_bytes":         rs.ReadBytes,
+		"memory_hits":        rs.MemoryHits,
+		"disk_hits":          rs.DiskHits,
+		"joins":              rs.Joins,
+		"range_reads":        rs.RangeReads,
+		"parts_fetched":      rs.PartsFetched,
+		"fetched_bytes":      rs.FetchedBytes,
+		"fetch_errors":       rs.FetchErrors,
+		"no_space":           rs.NoSpace,
+		"started_demand":     rs.StartedDemand,
+		"started_readahead":  rs.StartedAhead,
+		"started_background": rs.StartedBack,
+		"memory_part_bytes":  rs.MemoryBytes,
+		"inflight_parts":     rs.InflightParts,
+		// The fetch pool.
+		"workers":            int64(ss.Workers),
+		"queued_demand":      int64(ss.Queued[prefetch.Demand]),
+		"queued_readahead":   int64(ss.Queued[prefetch.Readahead]),
+		"queued_background":  int64(ss.Queued[prefetch.Background]),
+		"running_demand":     int64(ss.Running[prefetch.Demand]),
+		"running_readahead":  int64(ss.Running[prefetch.Readahead]),
+		"running_background": int64(ss.Running[prefetch.Background]),
+		"raised":             ss.Raised,
+		// The disk cache.
+		"cache_hits":            cs.Hits,
+		"cache_misses":          cs.Misses,
+		"cache_puts":            cs.Puts,
+		"cache_put_errors":      cs.PutErrors,
+		"cache_evictions":       cs.Evictions,
+		"cache_corrupt_removed": cs.CorruptRemoved,
+		"cache_no_space":        cs.NoSpace,
+		"cache_bytes":           cs.Bytes,
+		"cache_parts":           cs.Parts,
+		"cache_index_loaded":    loaded,
+		"cache_index_load_ns":   int64(cs.IndexLoadTime),
+		// The process.
+		"goroutines": int64(runtime.NumGoroutine()),
+		"heap_bytes": int64(ms.HeapAlloc),
+		"sys_bytes":  int64(ms.Sys),
 	}
 }

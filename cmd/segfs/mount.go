@@ -12,8 +12,10 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/prefetch"
 )
 
 // mountCmd is `segfs mount`.
@@ -25,13 +27,17 @@ type mountCmd struct {
 	Region    string `help:"S3 region. Default: from the AWS config chain (AWS_REGION, ~/.aws/config), else us-east-1."`
 	PathStyle bool   `name:"path-style" help:"Use path-style S3 addressing (bucket in the path), as most S3-compatible services need."`
 
-	PartSize    byteSize      `name:"part-size" default:"8MiB" help:"Size of the aligned parts fetched and cached."`
-	MaxFetches  int           `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, for the whole mount."`
-	MemoryCache byteSize      `name:"memory-cache" default:"128MiB" help:"Memory kept for recently read parts."`
-	MaxRead     byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
-	IdleTimeout time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
-	MetricsAddr string        `name:"metrics-addr" help:"Serve counters as JSON at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
-	Debug       bool          `help:"Log every FUSE request (very verbose)."`
+	CacheDir     string        `name:"cache-dir" help:"Directory of the persistent part cache (0700; kept across mounts). Default: segfs/<hash of SOURCE> under the user's cache directory ($XDG_CACHE_HOME or ~/.cache)."`
+	CacheSize    byteSize      `name:"cache-size" default:"10GiB" help:"Most bytes the part cache may hold on disk; least recently used parts are evicted."`
+	CacheMinFree string        `name:"cache-min-free" default:"5%" help:"Free space to leave on the cache's file system, as a size or a percentage of the file system."`
+	PartSize     byteSize      `name:"part-size" default:"8MiB" help:"Size of the aligned parts that are fetched and cached."`
+	MaxFetches   int           `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, for the whole mount: the size of the fetch pool."`
+	Prefetch     string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file); all (every file after mounting, small files first)."`
+	MemoryCache  byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for parts the disk cache cannot take (a full disk)."`
+	MaxRead      byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
+	IdleTimeout  time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
+	MetricsAddr  string        `name:"metrics-addr" help:"Serve counters as JSON at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
+	Debug        bool          `help:"Log every FUSE request (very verbose)."`
 }
 
 func (c *mountCmd) validate() error {
@@ -44,6 +50,8 @@ func (c *mountCmd) validate() error {
 		return fmt.Errorf("--max-fetches %d: must be between 1 and 1024", c.MaxFetches)
 	case c.MaxRead < 4096 || c.MaxRead > 1<<20:
 		return fmt.Errorf("--max-read %v: must be between 4KiB and 1MiB", c.MaxRead)
+	case c.CacheSize < 0:
+		return fmt.Errorf("--cache-size %v: must not be negative", c.CacheSize)
 	case c.IdleTimeout <= 0:
 		return fmt.Errorf("--idle-timeout %v: must be positive", c.IdleTimeout)
 	}
@@ -60,7 +68,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	if _, err := fetcher.ParseSource(c.Source); err != nil {
 		return err
 	}
-	if err := checkMountpoint(c.Mountpoint); err != nil {
+	if err := checkMountpoint(c.Mountpoint, log); err != nil {
 		return err
 	}
 
@@ -89,17 +97,27 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	log.Info("listed", "source", store.String(), "objects", len(objects), "bytes", total, "took", time.Since(start).Round(time.Millisecond))
 
-	reader := segfs.NewReader(store, segfs.ReaderConfig{
+	pc, err := openCache(c, store.String(), log)
+	if err != nil {
+		return err
+	}
+	defer pc.Close()
+	setMemoryLimit(c, log)
+
+	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches})
+	defer sched.Close()
+	reader := segfs.NewReader(store, pc, sched, segfs.ReaderConfig{
+		Source:      store.String(),
 		PartSize:    int64(c.PartSize),
-		MaxFetches:  c.MaxFetches,
 		MemoryLimit: int64(c.MemoryCache),
+		Prefetch:    c.Prefetch,
 		Logger:      log,
 	})
 	defer reader.Close()
 
 	var metrics *metricsServer
 	if c.MetricsAddr != "" {
-		metrics, err = startMetrics(c.MetricsAddr, store, reader, log)
+		metrics, err = startMetrics(c.MetricsAddr, store, reader, sched, pc, log)
 		if err != nil {
 			return err
 		}
@@ -116,7 +134,14 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("mounted", "source", store.String(), "mountpoint", c.Mountpoint)
+	log.Info("mounted", "source", store.String(), "mountpoint", c.Mountpoint,
+		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches)
+	if c.Prefetch == segfs.PrefetchAll {
+		// Queuing is quick: the fetches run on the pool.
+		if err := reader.PrefetchAll(ctx, objects); err != nil {
+			log.Warn("prefetch stopped", "err", err)
+		}
+	}
 
 	served := make(chan struct{})
 	go func() {
@@ -133,7 +158,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		reader.Close()
 		unmountServer(server, c.Mountpoint, served, log)
 	}
-	logSummary(log, store, reader)
+	logSummary(log, store, reader, pc)
 	return nil
 }
 
@@ -161,22 +186,31 @@ func unmountServer(server *fuse.Server, mountpoint string, served <-chan struct{
 	}
 }
 
-func logSummary(log *slog.Logger, store fetcher.Store, reader *segfs.Reader) {
+func logSummary(log *slog.Logger, store fetcher.Store, reader *segfs.Reader, pc *cache.Cache) {
 	c := store.Counters()
 	rs := reader.Stats()
+	cs := pc.Stats()
 	log.Info("summary",
 		"reads", rs.Reads, "read_bytes", rs.ReadBytes,
 		"gets", c.Gets.Load(), "get_bytes", c.GetBytes.Load(),
-		"retries", c.Retries.Load(), "read_errors", c.ReadErrors.Load())
+		"retries", c.Retries.Load(), "read_errors", c.ReadErrors.Load(),
+		"cache_hits", rs.DiskHits, "cache_bytes", cs.Bytes, "cache_parts", cs.Parts)
 }
 
 // checkMountpoint fails with a clear message unless dir is an existing
 // directory that nothing is mounted on.
-func checkMountpoint(dir string) error {
+func checkMountpoint(dir string, log *slog.Logger) error {
 	fi, err := os.Stat(dir)
+	if errors.Is(err, syscall.ENOTCONN) {
+		// A segfs that was killed left its mount behind: clear it.
+		if cerr := clearDeadMount(dir, log); cerr != nil {
+			return fmt.Errorf("mountpoint %s: a dead FUSE mount is there and could not be cleared: %w", dir, cerr)
+		}
+		fi, err = os.Stat(dir)
+	}
 	switch {
 	case errors.Is(err, syscall.ENOTCONN):
-		return fmt.Errorf("mountpoint %s: a dead FUSE mount is still there; clear it with `segfs unmount %s`", dir, dir)
+		return fmt.Errorf("mountpoint %s: a dead FUSE mount is still there; clear it with `segfs unmount --lazy %s`", dir, dir)
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("mountpoint %s does not exist; create the directory first", dir)
 	case err != nil:
@@ -188,4 +222,22 @@ func checkMountpoint(dir string) error {
 		return fmt.Errorf("mountpoint %s is busy: %s (%s) is already mounted there", dir, e.Source, e.FsType)
 	}
 	return nil
+}
+
+// clearDeadMount removes a segfs mount whose server is gone: it aborts the
+// connection, so that nothing stays blocked on it, and detaches it. Mounts
+// of other file systems are left alone.
+func clearDeadMount(dir string, log *slog.Logger) error {
+	e, ok, err := segfs.FindMount(dir)
+	if err != nil {
+		return err
+	}
+	if !ok || e.FsType != segfs.FuseType {
+		return fmt.Errorf("%s is not a segfs mount (%s)", dir, e.FsType)
+	}
+	log.Warn("clearing the dead mount of a segfs that exited", "mountpoint", dir, "source", e.Source)
+	if err := segfs.AbortConnection(dir); err != nil {
+		log.Debug("abort failed; detaching anyway", "err", err)
+	}
+	return detach(dir)
 }

@@ -110,7 +110,8 @@ func TestObjectChangedAfterMount(t *testing.T) {
 	if _, err := srv.PutBytes(ctx, bucket, "_0.fdt", oldData); err != nil {
 		t.Fatal(err)
 	}
-	m := mountS3(t, srv, "s3://"+bucket, "--part-size", "1MiB")
+	// No background prefetch: the parts not read must still be remote.
+	m := mountS3(t, srv, "s3://"+bucket, "--part-size", "1MiB", "--prefetch", "none")
 	f, err := os.Open(filepath.Join(m.Dir, "_0.fdt"))
 	if err != nil {
 		t.Fatal(err)

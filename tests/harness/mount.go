@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	segfs "github.com/segfs/segfs/fs"
 )
 
 // UnmountGrace is how long Unmount waits for segfs to exit after SIGTERM.
@@ -161,7 +163,7 @@ func startMount(ctx context.Context, bin, tmp string, opts MountOptions) (*Mount
 		return nil, fmt.Errorf("mount %s: %w", opts.Source, err)
 	}
 	if err := m.waitMounted(ctx, opts.ReadyTimeout); err != nil {
-		m.proc.kill()
+		m.kill()
 		if ok, _ := IsMounted(dir); ok {
 			if uerr := lazyUnmount(dir); uerr != nil {
 				err = errors.Join(err, uerr)
@@ -184,7 +186,9 @@ func (m *Mount) waitMounted(ctx context.Context, timeout time.Duration) error {
 		if err != nil {
 			return err
 		}
-		if ok {
+		// segfs logs "mounted" once go-fuse has finished mounting (it
+		// touches the mountpoint itself once more after it appears).
+		if ok && strings.Contains(m.proc.log(), "msg=mounted") {
 			return nil
 		}
 		select {
@@ -261,6 +265,19 @@ func (m *Mount) Wait(ctx context.Context) error {
 // first call decides the result.
 func (m *Mount) Unmount() error { return m.stop(true) }
 
+// kill sends SIGKILL and waits for segfs to be gone. A process killed
+// while one of its own threads waits on its own mount (go-fuse touches the
+// mountpoint once while mounting) cannot finish exiting until that mount's
+// connection is aborted, so after a grace period kill aborts it.
+func (m *Mount) kill() {
+	m.proc.signal(syscall.SIGKILL)
+	if m.proc.waitFor(5 * time.Second) {
+		return
+	}
+	_ = segfs.AbortConnection(m.Dir)
+	<-m.proc.exited
+}
+
 // Kill sends SIGKILL, waits for segfs and detaches the orphaned mount. It
 // returns an error only if the cleanup failed.
 func (m *Mount) Kill() error { return m.stop(false) }
@@ -273,13 +290,15 @@ func (m *Mount) stop(graceful bool) error {
 func (m *Mount) doStop(graceful bool) error {
 	var errs []error
 	if graceful {
-		if !m.proc.stop(syscall.SIGTERM, UnmountGrace) {
+		m.proc.signal(syscall.SIGTERM)
+		if !m.proc.waitFor(UnmountGrace) {
+			m.kill()
 			errs = append(errs, fmt.Errorf("segfs did not exit within %v of SIGTERM and was killed", UnmountGrace))
 		} else if err := m.proc.exitError(); err != nil {
 			errs = append(errs, fmt.Errorf("segfs exited: %w", err))
 		}
 	} else {
-		m.proc.kill()
+		m.kill()
 	}
 	mounted, err := IsMounted(m.Dir)
 	if err != nil {

@@ -1,0 +1,341 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Sentinel errors. Callers test with errors.Is.
+var (
+	// ErrNoSpace: the part was not cached for lack of room, because the
+	// file system is full (ENOSPC, EDQUOT), the free-space floor could not
+	// be kept, or the part does not fit within MaxBytes. The caller
+	// serves the bytes it has and goes on.
+	ErrNoSpace = errors.New("no space to cache part")
+	// ErrClosed is returned by calls on a closed Cache.
+	ErrClosed = errors.New("cache closed")
+	// ErrUnsafeDir: the cache directory is writable by group or others,
+	// is not owned by the current user, or is not a directory.
+	ErrUnsafeDir = errors.New("unsafe cache directory")
+	// ErrInUse: another Cache, in this or another process, has the
+	// directory open.
+	ErrInUse = errors.New("cache directory in use")
+)
+
+// Config configures a Cache. Zero fields take the documented defaults.
+type Config struct {
+	// Dir is the cache directory; required. It is created 0700 if
+	// missing, and refused if it is group- or other-writable or not
+	// owned by the current user.
+	Dir string
+	// MaxBytes bounds the bytes of part files on disk, headers included.
+	// 0: no bound but the free-space floor.
+	MaxBytes int64
+	// MinFree is the free-space floor in bytes on the cache's file
+	// system. 0: MinFreeFraction of the file system's size. Negative: no
+	// floor.
+	MinFree int64
+	// MinFreeFraction is used when MinFree is 0. Default 0.05.
+	MinFreeFraction float64
+	// MaxWriters bounds the Puts writing to disk at once, and so the OS
+	// threads blocked in disk writes. Default 4.
+	MaxWriters int
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+
+	blockSize int64                           // test hook; default DefaultBlockSize
+	statfs    func(dir string) (space, error) // test hook; default statfs
+}
+
+// DefaultMaxWriters and DefaultMinFreeFraction are Config's defaults.
+const (
+	DefaultMaxWriters      = 4
+	DefaultMinFreeFraction = 0.05
+)
+
+func (c Config) withDefaults() Config {
+	if c.MinFreeFraction <= 0 {
+		c.MinFreeFraction = DefaultMinFreeFraction
+	}
+	if c.MaxWriters <= 0 {
+		c.MaxWriters = DefaultMaxWriters
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.blockSize == 0 {
+		c.blockSize = DefaultBlockSize
+	}
+	if c.statfs == nil {
+		c.statfs = statfs
+	}
+	return c
+}
+
+// Cache is a persistent store of immutable object parts in a local
+// directory. All methods may be called concurrently.
+type Cache struct {
+	// Immutable after construction.
+	cfg      Config
+	dir      string // absolute
+	tmpDir   string
+	lockFile *os.File      // holds the flock; closed by Close
+	sem      chan struct{} // one token per Put writing to disk
+	ctx      context.Context
+	cancel   context.CancelFunc // stops the loader and waiting Puts
+	loadDone chan struct{}      // closed when the index load ends
+	scratch  sync.Pool          // *[]byte of blockSize, for partial blocks
+	tmpSeq   atomic.Uint64
+	stats    counters
+
+	closeOnce sync.Once
+	closeErr  error // set once by closeOnce
+
+	// Guarded by mu.
+	mu     sync.Mutex
+	closed bool
+	ops    sync.WaitGroup // ReadAt and Put calls in progress; Add under mu
+	idx    *index
+}
+
+type counters struct {
+	hits, misses, readBytes        atomic.Int64
+	puts, putBytes, putErrors      atomic.Int64
+	evictions, evictedBytes        atomic.Int64
+	corrupt, readErrors            atomic.Int64
+	noSpace, boundSkips            atomic.Int64
+	loadedParts, loadNanos, strays atomic.Int64
+	indexLoaded                    atomic.Bool
+}
+
+// Stats is a snapshot of a Cache's counters and gauges.
+type Stats struct {
+	Hits           int64 // ReadAt calls served from disk
+	Misses         int64 // ReadAt calls not served (absent or bad part)
+	ReadBytes      int64 // bytes returned by ReadAt
+	Puts           int64 // parts written
+	PutBytes       int64 // bytes of part files written, headers included
+	PutErrors      int64 // Puts that failed for another reason than space
+	Evictions      int64 // parts removed to keep the bounds
+	EvictedBytes   int64 // bytes of those parts
+	CorruptRemoved int64 // bad parts found by ReadAt and removed
+	ReadErrors     int64 // ReadAt calls that met an I/O error (a miss)
+	NoSpace        int64 // Puts skipped: file system full or floor not kept
+	BoundSkips     int64 // Puts skipped: the part did not fit within MaxBytes
+	Bytes          int64 // bytes of indexed part files on disk
+	Parts          int64 // indexed part files on disk
+	PinnedObjects  int64 // objects pinned now
+	IndexLoaded    bool  // the start-up index load has ended
+	LoadedParts    int64 // parts the index load found on disk
+	StrayFiles     int64 // files in the cache directory that are not parts, left alone
+	IndexLoadTime  time.Duration
+}
+
+// Open opens or creates the cache in cfg.Dir. It takes an exclusive lock
+// on the directory, removes temporary files left by a crash, and starts
+// loading the index of the parts on disk in the background; it does not
+// wait for the load. ReadAt and Put work while the index loads.
+func Open(cfg Config) (*Cache, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Dir == "" {
+		return nil, errors.New("cache: no directory")
+	}
+	if b := cfg.blockSize; b < minBlockSize || b > maxBlockSize || b&(b-1) != 0 {
+		return nil, fmt.Errorf("cache: block size %d", b)
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("cache dir %s: %w", cfg.Dir, err)
+	}
+	if err := prepareDir(dir); err != nil {
+		return nil, err
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	tmpDir := filepath.Join(dir, "tmp")
+	if err := sweepTemp(tmpDir, cfg.Logger); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cache{
+		cfg:      cfg,
+		dir:      dir,
+		tmpDir:   tmpDir,
+		lockFile: lock,
+		sem:      make(chan struct{}, cfg.MaxWriters),
+		ctx:      ctx,
+		cancel:   cancel,
+		loadDone: make(chan struct{}),
+		idx:      newIndex(),
+	}
+	c.scratch.New = func() any { b := make([]byte, cfg.blockSize); return &b }
+	go c.load()
+	return c, nil
+}
+
+// prepareDir creates dir 0700 if missing and checks that it is safe.
+func prepareDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("cache dir %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cache dir %s: %w", dir, err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("cache dir %s: not a directory: %w", dir, ErrUnsafeDir)
+	case st == nil || int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("cache dir %s: not owned by the current user (uid %d): %w", dir, os.Geteuid(), ErrUnsafeDir)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("cache dir %s: mode %v lets group or others write it (chmod go-w): %w", dir, fi.Mode().Perm(), ErrUnsafeDir)
+	}
+	return nil
+}
+
+// lockDir takes an exclusive flock on dir/lock. The kernel releases it
+// when the process dies, so a killed process leaves no stale lock.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cache dir %s: %w", dir, err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if err == syscall.EWOULDBLOCK {
+			return nil, fmt.Errorf("cache dir %s: %w", dir, ErrInUse)
+		}
+		return nil, fmt.Errorf("cache dir %s: lock: %w", dir, err)
+	}
+	return f, nil
+}
+
+// sweepTemp removes every file in the temporary directory, creating it
+// if missing. Only the holder of the lock writes there.
+func sweepTemp(tmpDir string, log *slog.Logger) error {
+	if err := os.Mkdir(tmpDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("cache: %w", err)
+	}
+	des, err := os.ReadDir(tmpDir)
+	if err != nil {
+		return fmt.Errorf("cache: sweep: %w", err)
+	}
+	for _, de := range des {
+		if err := os.RemoveAll(filepath.Join(tmpDir, de.Name())); err != nil {
+			return fmt.Errorf("cache: sweep: %w", err)
+		}
+	}
+	if len(des) > 0 {
+		log.Info("cache: removed temporary files left by an earlier run", "dir", tmpDir, "files", len(des))
+	}
+	return nil
+}
+
+// begin registers a ReadAt or Put; it returns false once Close began.
+func (c *Cache) begin() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.ops.Add(1)
+	return true
+}
+
+// IndexLoaded returns a channel that is closed when the start-up index
+// load has ended (or was stopped by Close).
+func (c *Cache) IndexLoaded() <-chan struct{} { return c.loadDone }
+
+// Dir returns the cache directory's absolute path.
+func (c *Cache) Dir() string { return c.dir }
+
+// Pin marks the parts of an object version as in use (its file is open):
+// eviction takes them only when no other part is left to take. Pins
+// nest; each Pin needs one Unpin. Parts loaded from disk at start are
+// known to belong to the object only once they are read or written.
+func (c *Cache) Pin(object, etag string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idx.pin(objID{object, etag})
+}
+
+// Unpin undoes one Pin. Unpin without a matching Pin panics.
+func (c *Cache) Unpin(object, etag string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idx.unpin(objID{object, etag})
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	bytes, parts := c.idx.used, int64(len(c.idx.entries))
+	var pinned int64
+	for _, o := range c.idx.objs {
+		if o.pins > 0 {
+			pinned++
+		}
+	}
+	c.mu.Unlock()
+	s := &c.stats
+	return Stats{
+		Hits:           s.hits.Load(),
+		Misses:         s.misses.Load(),
+		ReadBytes:      s.readBytes.Load(),
+		Puts:           s.puts.Load(),
+		PutBytes:       s.putBytes.Load(),
+		PutErrors:      s.putErrors.Load(),
+		Evictions:      s.evictions.Load(),
+		EvictedBytes:   s.evictedBytes.Load(),
+		CorruptRemoved: s.corrupt.Load(),
+		ReadErrors:     s.readErrors.Load(),
+		NoSpace:        s.noSpace.Load(),
+		BoundSkips:     s.boundSkips.Load(),
+		Bytes:          bytes,
+		Parts:          parts,
+		PinnedObjects:  pinned,
+		IndexLoaded:    s.indexLoaded.Load(),
+		LoadedParts:    s.loadedParts.Load(),
+		StrayFiles:     s.strays.Load(),
+		IndexLoadTime:  time.Duration(s.loadNanos.Load()),
+	}
+}
+
+// Close stops the index load, fails Puts still waiting for a writer slot
+// with ErrClosed, waits for every ReadAt and Put in progress and releases
+// the directory lock. No goroutine of the Cache outlives Close. Calls
+// after Close return ErrClosed; Close may be called more than once, and
+// every call returns when the first has finished.
+func (c *Cache) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		c.cancel()
+		c.ops.Wait()
+		<-c.loadDone
+		if err := c.lockFile.Close(); err != nil {
+			c.closeErr = fmt.Errorf("cache dir %s: unlock: %w", c.dir, err)
+		}
+	})
+	return c.closeErr
+}

@@ -1,0 +1,172 @@
+package cache
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// loadWorkers is how many goroutines stat part files at start. The walk
+// is cheap per file (one fstatat) and mostly bound by syscalls; a few
+// workers hide the latency of a cold directory.
+const loadWorkers = 4
+
+// found is a part file seen by the load.
+type found struct {
+	id   partID
+	size int64
+	used int64 // last use: max(atime, mtime), in ns
+}
+
+// load indexes the part files on disk: it stats them (it reads no
+// header; ReadAt checks headers), then adds them to the index, least
+// recently used at the back, skipping parts that ReadAt and Put indexed
+// or removed meanwhile. Then it evicts to the bounds. It runs once, in
+// its own goroutine, and closes c.loadDone when it returns.
+func (c *Cache) load() {
+	defer close(c.loadDone)
+	start := time.Now()
+	parts, strays, err := c.walk()
+	if err != nil {
+		c.cfg.Logger.Warn("cache: index load incomplete", "dir", c.dir, "err", err)
+	}
+	c.stats.strays.Store(strays)
+	if c.ctx.Err() != nil {
+		return
+	}
+	// Newest first, each pushed behind the ones before: the oldest ends
+	// at the back of the LRU, behind every part used since Open.
+	slices.SortFunc(parts, func(a, b found) int { return cmp.Compare(b.used, a.used) })
+	const chunk = 4096 // bounds how long ReadAt waits for mu
+	for i := 0; i < len(parts); i += chunk {
+		c.mu.Lock()
+		for _, f := range parts[i:min(i+chunk, len(parts))] {
+			if c.idx.mayIndex(f.id) {
+				c.idx.insert(f.id, f.size, nil, false)
+			}
+		}
+		if i+chunk >= len(parts) {
+			c.idx.loaded = true
+			c.idx.tomb = nil
+		}
+		c.mu.Unlock()
+	}
+	if len(parts) == 0 {
+		c.mu.Lock()
+		c.idx.loaded = true
+		c.idx.tomb = nil
+		c.mu.Unlock()
+	}
+	c.stats.loadedParts.Store(int64(len(parts)))
+	c.stats.loadNanos.Store(int64(time.Since(start)))
+	c.stats.indexLoaded.Store(true)
+	st := c.Stats()
+	c.cfg.Logger.Info("cache: index loaded", "dir", c.dir, "parts", st.Parts, "bytes", st.Bytes,
+		"found", len(parts), "duration", st.IndexLoadTime)
+	c.trim()
+}
+
+// walk stats every part file in the fan-out directories.
+func (c *Cache) walk() (parts []found, strays int64, err error) {
+	subs := make(chan string)
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for range loadWorkers {
+		wg.Go(func() {
+			for sub := range subs {
+				p, s, err := c.walkSub(sub)
+				mu.Lock()
+				parts = append(parts, p...)
+				strays += s
+				if err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range 256 {
+		if c.ctx.Err() != nil {
+			break
+		}
+		subs <- fmt.Sprintf("%02x", i)
+	}
+	close(subs)
+	wg.Wait()
+	return parts, strays, errors.Join(errs...)
+}
+
+// walkSub stats the part files in one fan-out directory.
+func (c *Cache) walkSub(sub string) (parts []found, strays int64, err error) {
+	d, err := os.Open(filepath.Join(c.dir, sub))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", d.Name(), err)
+	}
+	dfd := int(d.Fd())
+	for _, name := range names {
+		if c.ctx.Err() != nil {
+			return parts, strays, nil
+		}
+		id, ok := parsePartName(sub, name)
+		if !ok {
+			strays++
+			continue
+		}
+		var st unix.Stat_t
+		if err := fstatat(dfd, name, &st); err != nil {
+			continue // removed meanwhile
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			strays++
+			continue
+		}
+		used := max(st.Atim.Nano(), st.Mtim.Nano())
+		parts = append(parts, found{id: id, size: st.Size, used: used})
+	}
+	return parts, strays, nil
+}
+
+// trim evicts to the bounds once the index is loaded: the parts found on
+// disk may exceed a MaxBytes lowered since the last run.
+func (c *Cache) trim() {
+	select {
+	case c.sem <- struct{}{}:
+		defer func() { <-c.sem }()
+	case <-c.ctx.Done():
+		return
+	}
+	var victims []victim
+	c.mu.Lock()
+	if limit := c.cfg.MaxBytes; limit > 0 {
+		victims = c.idx.evict(func(int64) bool { return c.idx.used+c.idx.reserved <= limit })
+	}
+	c.mu.Unlock()
+	c.removeVictims(victims)
+	_ = c.keepFloor(0)
+}
+
+func fstatat(dfd int, name string, st *unix.Stat_t) error {
+	for {
+		if err := unix.Fstatat(dfd, name, st, unix.AT_SYMLINK_NOFOLLOW); err != unix.EINTR {
+			return err
+		}
+	}
+}

@@ -1,0 +1,252 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// Put stores data as the part named by k. len(data) must be between 1
+// and k.PartSize. Put does not retain data.
+//
+// The part becomes visible atomically: it is written to a temporary file
+// that is renamed into place, so a crash leaves either no part or a whole
+// one (a file torn by a power loss is caught by its checksums on read).
+// Before writing, Put evicts least recently used parts so that the bytes
+// on disk stay within MaxBytes and the free space above the floor; if
+// that cannot be done, or the file system is full (ENOSPC, EDQUOT), the
+// part is not cached and Put returns an error wrapping ErrNoSpace, with
+// no temporary file left behind.
+//
+// Put of a part that is already cached, or that another Put is writing
+// now, returns nil at once. Put blocks while MaxWriters Puts are writing;
+// ctx bounds only that wait. After Close it returns ErrClosed.
+func (c *Cache) Put(ctx context.Context, k Key, data []byte) error {
+	if err := k.validate(); err != nil {
+		return fmt.Errorf("cache put: %w", err)
+	}
+	if len(data) == 0 || int64(len(data)) > k.PartSize {
+		return fmt.Errorf("cache put %s: %d bytes for part size %d: %w", k, len(data), k.PartSize, errBadKey)
+	}
+	if !c.begin() {
+		return fmt.Errorf("cache put %s: %w", k, ErrClosed)
+	}
+	defer c.ops.Done()
+
+	id := k.id()
+	claimed, loaded := c.claim(id)
+	if !claimed {
+		return nil
+	}
+	defer c.release(id)
+	if !loaded && c.adopt(id, k) {
+		return nil
+	}
+	hdr := encodeHeader(k, data, c.cfg.blockSize) // checksums: CPU work, outside the slot
+	select {
+	case c.sem <- struct{}{}:
+		defer func() { <-c.sem }()
+	case <-ctx.Done():
+		return fmt.Errorf("cache put %s: %w", k, ctx.Err())
+	case <-c.ctx.Done():
+		return fmt.Errorf("cache put %s: %w", k, ErrClosed)
+	}
+	return c.store(id, k, hdr, data)
+}
+
+// claim marks a part busy for a Put, unless it is indexed or busy
+// already. It also reports whether the index is loaded.
+func (c *Cache) claim(id partID) (claimed, loaded bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, present := c.idx.entries[id]
+	_, busy := c.idx.busy[id]
+	if present || busy {
+		return false, c.idx.loaded
+	}
+	c.idx.busy[id] = struct{}{}
+	return true, c.idx.loaded
+}
+
+// adopt indexes the part's file if it is on disk, not yet indexed by the
+// load, and reports whether it did.
+func (c *Cache) adopt(id partID, k Key) bool {
+	var st syscall.Stat_t
+	if syscall.Lstat(id.path(c.dir), &st) != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dead := c.idx.tomb[id]; !dead {
+		c.idx.insert(id, st.Size, &k, true)
+	}
+	return true
+}
+
+// store writes a claimed part, holding a writer slot.
+func (c *Cache) store(id partID, k Key, hdr, data []byte) error {
+	size := int64(len(hdr) + len(data))
+	if err := c.reserve(size); err != nil {
+		return fmt.Errorf("cache put %s: %w", k, err)
+	}
+	err := c.write(id, hdr, data)
+	c.mu.Lock()
+	c.idx.reserved -= size
+	if err == nil {
+		c.idx.insert(id, size, &k, true) // claimed: nobody else indexed it
+	}
+	c.mu.Unlock()
+
+	switch {
+	case err == nil:
+		c.stats.puts.Add(1)
+		c.stats.putBytes.Add(size)
+		return nil
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		c.stats.noSpace.Add(1)
+		// Make room for later Puts: the floor did not foresee this (a
+		// quota, or another writer on the file system).
+		c.evictBytes(size)
+		return fmt.Errorf("cache put %s: %w: %w", k, ErrNoSpace, err)
+	default:
+		c.stats.putErrors.Add(1)
+		c.cfg.Logger.Warn("cache: cannot write part", "part", k.String(), "err", err)
+		return fmt.Errorf("cache put %s: %w", k, err)
+	}
+}
+
+// release clears a busy mark set by Put.
+func (c *Cache) release(id partID) {
+	c.mu.Lock()
+	delete(c.idx.busy, id)
+	c.mu.Unlock()
+}
+
+// write writes header and data to a new temporary file and renames it
+// into place. On error the temporary file is removed.
+func (c *Cache) write(id partID, hdr, data []byte) (err error) {
+	path := id.path(c.dir)
+	tmp := filepath.Join(c.tmpDir, id.String()[:16]+"."+strconv.FormatUint(c.tmpSeq.Add(1), 10)+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrNotExist) { // tmp/ removed under us
+		if err = os.Mkdir(c.tmpDir, 0o700); err == nil || errors.Is(err, os.ErrExist) {
+			f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+		}
+	}()
+	_, err = f.Write(hdr)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	// No fsync: see doc.go. Close still reports delayed write errors.
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	err = os.Rename(tmp, path)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.Mkdir(filepath.Dir(path), 0o700); err == nil || errors.Is(err, os.ErrExist) {
+			err = os.Rename(tmp, path)
+		}
+	}
+	return err
+}
+
+// reserve reserves size bytes for a part about to be written, first
+// evicting parts so that MaxBytes and the free-space floor will hold with
+// it written. On success the caller must give the reservation back.
+func (c *Cache) reserve(size int64) error {
+	var victims []victim
+	limit := c.cfg.MaxBytes
+	c.mu.Lock()
+	if limit > 0 {
+		// Every indexed part can be evicted, pinned or not; Puts in
+		// progress cannot.
+		if others := c.idx.reserved; others+size > limit {
+			c.mu.Unlock()
+			c.stats.boundSkips.Add(1)
+			return fmt.Errorf("%d bytes do not fit within the cache size %d (%d being written): %w", size, limit, others, ErrNoSpace)
+		}
+		victims = c.idx.evict(func(int64) bool { return c.idx.used+c.idx.reserved+size <= limit })
+	}
+	c.idx.reserved += size
+	c.mu.Unlock()
+	c.removeVictims(victims)
+
+	if err := c.keepFloor(size); err != nil {
+		c.mu.Lock()
+		c.idx.reserved -= size
+		c.mu.Unlock()
+		c.stats.noSpace.Add(1)
+		return err
+	}
+	return nil
+}
+
+// keepFloor evicts parts until writing size bytes (already reserved)
+// leaves the free space at or above the floor. If statfs fails, the floor
+// is not enforced for this Put and the failure is logged.
+func (c *Cache) keepFloor(size int64) error {
+	for attempt := 0; ; attempt++ {
+		sp, err := c.cfg.statfs(c.dir)
+		if err != nil {
+			c.cfg.Logger.Warn("cache: cannot check free space", "err", err)
+			return nil
+		}
+		c.mu.Lock()
+		need := c.shortfallLocked(sp, size)
+		var victims []victim
+		if need > 0 && attempt < 4 {
+			victims = c.idx.evict(func(freed int64) bool { return freed >= need })
+		}
+		c.mu.Unlock()
+		if need == 0 {
+			return nil
+		}
+		if len(victims) == 0 {
+			return fmt.Errorf("%d bytes free, %d needed to keep the floor of %d: %w", sp.avail, need, c.floor(sp), ErrNoSpace)
+		}
+		c.removeVictims(victims)
+	}
+}
+
+// evictBytes evicts least recently used parts of at least n bytes.
+func (c *Cache) evictBytes(n int64) {
+	c.mu.Lock()
+	victims := c.idx.evict(func(freed int64) bool { return freed >= n })
+	c.mu.Unlock()
+	c.removeVictims(victims)
+}
+
+// removeVictims removes the files of parts evict took from the index and
+// clears their busy marks.
+func (c *Cache) removeVictims(victims []victim) {
+	for _, v := range victims {
+		if err := os.Remove(v.id.path(c.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			c.cfg.Logger.Warn("cache: cannot remove evicted part", "err", err)
+		}
+		c.stats.evictions.Add(1)
+		c.stats.evictedBytes.Add(v.size)
+	}
+	if len(victims) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for _, v := range victims {
+		delete(c.idx.busy, v.id)
+	}
+	c.mu.Unlock()
+}

@@ -1,0 +1,285 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
+)
+
+// partCall is one fetch of a whole part, shared by every reader that wants
+// it. data and err are set once, before done is closed. The call stays in
+// Reader.inflight until the part is in the disk cache (or was refused), so
+// that readers arriving meanwhile copy from data instead of fetching again.
+type partCall struct {
+	key  partKey
+	obj  fetcher.Object
+	done chan struct{}
+
+	// Guarded by Reader.mu.
+	task    *prefetch.Task // nil until submitted
+	data    []byte         // valid after done, until refs drops to 0
+	err     error
+	refs    int  // the fetch itself until it ends, plus each reader copying
+	kept    bool // data moved to the memory tier; not returned to the pool
+	running bool // the scheduler started it
+}
+
+// startPart makes sure part idx of obj is in flight at prio or higher,
+// unless it is cached.
+func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority) {
+	k := keyOf(obj, idx)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	if call := r.inflight[k]; call != nil {
+		task := call.task
+		r.mu.Unlock()
+		if task != nil {
+			r.sched.Raise(task, prio)
+		}
+		return
+	}
+	if r.mem.has(k) {
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	if r.cache.Contains(r.cacheKey(k)) {
+		return
+	}
+
+	call := &partCall{key: k, obj: obj, done: make(chan struct{}), refs: 1}
+	r.mu.Lock()
+	if r.closed || r.inflight[k] != nil {
+		r.mu.Unlock()
+		return // lost a race to another reader, who started it
+	}
+	r.inflight[k] = call
+	r.mu.Unlock()
+	r.stats.started[prio].Add(1)
+	// Submit outside mu: after the scheduler is closed it runs the task
+	// at once, on this goroutine.
+	task := r.sched.Submit(obj.Key, prio, func(ctx context.Context) { r.runFetch(ctx, call) })
+	r.mu.Lock()
+	call.task = task
+	r.mu.Unlock()
+}
+
+// runFetch is the scheduler task of a part: fetch, publish to waiters,
+// store in the disk cache (or the memory tier if the disk refuses it).
+func (r *Reader) runFetch(ctx context.Context, call *partCall) {
+	r.mu.Lock()
+	call.running = true
+	r.mu.Unlock()
+	n := r.partLen(call.obj, call.key.idx)
+	buf := r.getBuf(n)
+	err := r.store.ReadRange(ctx, call.obj, call.key.idx*r.cfg.PartSize, buf)
+	if err != nil {
+		r.stats.fetchErrors.Add(1)
+	} else {
+		r.stats.partsFetched.Add(1)
+		r.stats.fetchedBytes.Add(n)
+	}
+
+	r.mu.Lock()
+	if err == nil {
+		call.data = buf
+	} else {
+		call.err = err
+	}
+	close(call.done)
+	r.mu.Unlock()
+
+	keep := false
+	if err == nil {
+		if perr := r.cache.Put(ctx, r.cacheKey(call.key), buf); perr != nil {
+			if errors.Is(perr, cache.ErrNoSpace) {
+				r.stats.noSpace.Add(1)
+			} else if ctx.Err() == nil {
+				r.cfg.Logger.Warn("caching part failed; keeping it in memory", "key", call.key.key, "part", call.key.idx, "err", perr)
+			}
+			keep = true
+		}
+	}
+
+	r.mu.Lock()
+	delete(r.inflight, call.key)
+	if keep && !r.closed {
+		r.mem.keep(call.key, buf)
+		call.kept = true
+	}
+	r.releaseLocked(call)
+	if err != nil {
+		r.putBuf(buf)
+	}
+	r.mu.Unlock()
+}
+
+// waitCall waits for call and copies its bytes at off into p. It holds one
+// of call's refs, which it releases.
+func (r *Reader) waitCall(ctx context.Context, call *partCall, p []byte, off int64) error {
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		r.mu.Lock()
+		r.releaseLocked(call)
+		r.mu.Unlock()
+		return ctx.Err()
+	}
+	var err error
+	if call.err != nil {
+		err = call.err
+	} else {
+		copy(p, call.data[off:])
+	}
+	r.mu.Lock()
+	r.releaseLocked(call)
+	r.mu.Unlock()
+	return err
+}
+
+// releaseLocked drops one ref of call and recycles its buffer after the
+// last. r.mu must be held.
+func (r *Reader) releaseLocked(call *partCall) {
+	call.refs--
+	if call.refs == 0 && call.data != nil {
+		if !call.kept {
+			r.putBuf(call.data)
+		}
+		call.data = nil
+	}
+}
+
+// rangeKey names a byte range of an object version.
+type rangeKey struct {
+	key, etag string
+	off, n    int64
+}
+
+// rangeCall is one GET of a range, shared by the readers of that range.
+// data and err are set before done is closed; data is never modified.
+type rangeCall struct {
+	done chan struct{}
+	data []byte
+	err  error
+	task *prefetch.Task
+	refs int // readers waiting; guarded by Reader.mu
+}
+
+// readRange fetches exactly [off, off+len(p)) of obj at demand priority,
+// without caching it: the cold small read's fast path. Readers of the same
+// range share one GET.
+func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p []byte) error {
+	rk := rangeKey{key: obj.Key, etag: obj.ETag, off: off, n: int64(len(p))}
+	r.mu.Lock()
+	call := r.ranges[rk]
+	if call == nil {
+		call = &rangeCall{done: make(chan struct{})}
+		r.ranges[rk] = call
+		r.mu.Unlock()
+		r.stats.rangeReads.Add(1)
+		task := r.sched.Submit(obj.Key, prefetch.Demand, func(ctx context.Context) {
+			buf := make([]byte, len(p)) // the task may outlive its readers
+			err := r.store.ReadRange(ctx, obj, off, buf)
+			if err == nil {
+				r.stats.fetchedBytes.Add(int64(len(buf)))
+			}
+			r.mu.Lock()
+			delete(r.ranges, rk)
+			call.data, call.err = buf, err
+			close(call.done)
+			r.mu.Unlock()
+		})
+		r.mu.Lock()
+		call.task = task
+	} else {
+		r.stats.joins.Add(1)
+	}
+	call.refs++
+	r.mu.Unlock()
+
+	select {
+	case <-call.done:
+		if call.err != nil {
+			return call.err
+		}
+		copy(p, call.data)
+		return nil
+	case <-ctx.Done():
+		r.mu.Lock()
+		call.refs--
+		// Nobody else wants it and it never ran: drop it. (The scheduler
+		// never calls back into the Reader while holding its own lock.)
+		if call.refs == 0 && call.task != nil && r.sched.Cancel(call.task) {
+			delete(r.ranges, rk)
+			call.err = ctx.Err()
+			close(call.done)
+		}
+		r.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// getBuf returns a buffer of n bytes, a recycled one when n is a whole part.
+func (r *Reader) getBuf(n int64) []byte {
+	if n == r.cfg.PartSize {
+		select {
+		case b := <-r.bufs:
+			return b
+		default:
+		}
+	}
+	return make([]byte, n)
+}
+
+// putBuf recycles a whole-part buffer; others are left to the collector.
+func (r *Reader) putBuf(b []byte) {
+	if int64(len(b)) != r.cfg.PartSize {
+		return
+	}
+	select {
+	case r.bufs <- b:
+	default:
+	}
+}
+
+// PrefetchObject queues, at background priority, every part of obj that
+// is not cached, once per object version.
+func (r *Reader) PrefetchObject(obj fetcher.Object) {
+	k := keyOf(obj, -1)
+	r.mu.Lock()
+	seen := r.prefetched[k]
+	r.prefetched[k] = true
+	r.mu.Unlock()
+	if seen {
+		return
+	}
+	for i := int64(0); i*r.cfg.PartSize < obj.Size; i++ {
+		r.startPart(obj, i, prefetch.Background)
+	}
+}
+
+// PrefetchAll queues every object's parts in the background, smallest
+// objects first, so that a copy of the whole tree never waits on a small
+// file's first byte; large objects then fill in parallel parts, served
+// round-robin.
+func (r *Reader) PrefetchAll(ctx context.Context, objects []fetcher.Object) error {
+	sorted := slices.Clone(objects)
+	slices.SortStableFunc(sorted, func(a, b fetcher.Object) int {
+		return int(min(max(a.Size-b.Size, -1), 1))
+	})
+	for _, obj := range sorted {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("prefetch: %w", err)
+		}
+		r.PrefetchObject(obj)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package fs
+
+import (
+	"sync/atomic"
+
+	"github.com/segfs/segfs/prefetch"
+)
+
+type readerCounters struct {
+	reads, readBytes     atomic.Int64
+	memHits, diskHits    atomic.Int64
+	joins, rangeReads    atomic.Int64
+	partsFetched         atomic.Int64
+	fetchedBytes         atomic.Int64
+	fetchErrors, noSpace atomic.Int64
+	started              [3]atomic.Int64 // part fetches started, by priority
+}
+
+// ReaderStats is a snapshot of a Reader's counters.
+type ReaderStats struct {
+	Reads         int64 // ReadAt calls
+	ReadBytes     int64 // bytes returned by ReadAt
+	MemoryHits    int64 // part reads served by the memory tier
+	DiskHits      int64 // part reads served by the disk cache
+	Joins         int64 // part reads that waited on a fetch already in flight
+	RangeReads    int64 // cold small reads served by a GET of their own range
+	PartsFetched  int64 // whole parts fetched
+	FetchedBytes  int64 // bytes fetched (parts and ranges)
+	FetchErrors   int64 // part fetches that failed
+	NoSpace       int64 // fetched parts the disk cache had no room for
+	StartedDemand int64 // part fetches started for a waiting reader
+	StartedAhead  int64 // part fetches started as readahead
+	StartedBack   int64 // part fetches started in the background
+	MemoryBytes   int64 // bytes held by the memory tier now
+	InflightParts int64 // part fetches queued or running now
+}
+
+func (c *readerCounters) snapshot(mem int64, inflight int) ReaderStats {
+	return ReaderStats{
+		Reads:         c.reads.Load(),
+		ReadBytes:     c.readBytes.Load(),
+		MemoryHits:    c.memHits.Load(),
+		DiskHits:      c.diskHits.Load(),
+		Joins:         c.joins.Load(),
+		RangeReads:    c.rangeReads.Load(),
+		PartsFetched:  c.partsFetched.Load(),
+		FetchedBytes:  c.fetchedBytes.Load(),
+		FetchErrors:   c.fetchErrors.Load(),
+		NoSpace:       c.noSpace.Load(),
+		StartedDemand: c.started[prefetch.Demand].Load(),
+		StartedAhead:  c.started[prefetch.Readahead].Load(),
+		StartedBack:   c.started[prefetch.Background].Load(),
+		MemoryBytes:   mem,
+		InflightParts: int64(inflight),
+	}
+}

@@ -1,0 +1,249 @@
+package prefetch
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Priority orders tasks. Higher runs first.
+type Priority int
+
+// The priorities, lowest first.
+const (
+	Background Priority = iota
+	Readahead
+	Demand
+	numPriorities
+)
+
+func (p Priority) String() string {
+	switch p {
+	case Background:
+		return "background"
+	case Readahead:
+		return "readahead"
+	case Demand:
+		return "demand"
+	}
+	return fmt.Sprintf("Priority(%d)", int(p))
+}
+
+// Config configures a Scheduler.
+type Config struct {
+	// Workers is the fixed number of goroutines that run tasks, and so
+	// the bound on fetches in flight. Default 16.
+	Workers int
+	// Reserved is how many of the workers run only Demand tasks. Default
+	// Workers/4, at least 1 when Workers > 1; always less than Workers.
+	Reserved int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Workers <= 0 {
+		c.Workers = 16
+	}
+	if c.Reserved <= 0 {
+		c.Reserved = c.Workers / 4
+		if c.Reserved == 0 && c.Workers > 1 {
+			c.Reserved = 1
+		}
+	}
+	if c.Reserved >= c.Workers {
+		c.Reserved = c.Workers - 1
+	}
+	return c
+}
+
+// Task is a submitted unit of work.
+type Task struct {
+	group string
+	run   func(ctx context.Context)
+
+	// Guarded by the scheduler's mu.
+	prio  Priority
+	state taskState
+	elem  *list.Element // in its group's queue while queued
+}
+
+type taskState int
+
+const (
+	queued taskState = iota
+	running
+	done
+	cancelled
+)
+
+// Scheduler runs tasks on a fixed pool of workers. Its methods may be
+// called concurrently.
+type Scheduler struct {
+	// Immutable after New.
+	cfg    Config
+	ctx    context.Context // cancelled by Close; passed to every task
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// Guarded by mu.
+	mu         sync.Mutex
+	cond       *sync.Cond // signalled when a task is queued or a worker frees up
+	closed     bool
+	queues     [numPriorities]fairQueue
+	running    [numPriorities]int
+	submitted  [numPriorities]int64
+	completed  [numPriorities]int64
+	raised     int64
+	cancelledN int64
+}
+
+// New starts a Scheduler with cfg.Workers goroutines.
+func New(cfg Config) *Scheduler {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Scheduler{cfg: cfg, ctx: ctx, cancel: cancel}
+	s.cond = sync.NewCond(&s.mu)
+	for p := range s.queues {
+		s.queues[p].init()
+	}
+	s.wg.Add(cfg.Workers)
+	for range cfg.Workers {
+		go s.worker()
+	}
+	return s
+}
+
+// Workers returns the size of the pool.
+func (s *Scheduler) Workers() int { return s.cfg.Workers }
+
+// Submit queues run at prio in group (usually one group per file). run
+// receives the scheduler's context, which is cancelled by Close; it must
+// return promptly once that context is done. After Close, run is called at
+// once on the caller's goroutine with the cancelled context.
+func (s *Scheduler) Submit(group string, prio Priority, run func(ctx context.Context)) *Task {
+	t := &Task{group: group, run: run, prio: prio}
+	s.mu.Lock()
+	if s.closed {
+		t.state = running
+		s.mu.Unlock()
+		run(s.ctx)
+		return t
+	}
+	s.submitted[prio]++
+	s.queues[prio].push(t)
+	s.mu.Unlock()
+	s.cond.Signal()
+	return t
+}
+
+// Raise moves a queued task up to prio. It does nothing if the task has
+// started, ended or already has that priority or a higher one.
+func (s *Scheduler) Raise(t *Task, prio Priority) {
+	s.mu.Lock()
+	if t.state != queued || t.prio >= prio {
+		s.mu.Unlock()
+		return
+	}
+	s.queues[t.prio].remove(t)
+	t.prio = prio
+	s.queues[prio].push(t)
+	s.raised++
+	s.mu.Unlock()
+	// More than one worker may now be able to take a task.
+	s.cond.Broadcast()
+}
+
+// Cancel removes a task that has not started yet and reports whether it
+// did; a cancelled task never runs.
+func (s *Scheduler) Cancel(t *Task) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.state != queued {
+		return false
+	}
+	s.queues[t.prio].remove(t)
+	t.state = cancelled
+	s.cancelledN++
+	return true
+}
+
+// worker runs tasks until the scheduler is closed and its queues are
+// drained.
+func (s *Scheduler) worker() {
+	defer s.wg.Done()
+	s.mu.Lock()
+	for {
+		t := s.pickLocked()
+		if t == nil {
+			if s.closed {
+				s.mu.Unlock()
+				return
+			}
+			s.cond.Wait()
+			continue
+		}
+		t.state = running
+		s.running[t.prio]++
+		s.mu.Unlock()
+
+		t.run(s.ctx)
+
+		s.mu.Lock()
+		t.state = done
+		s.running[t.prio]--
+		s.completed[t.prio]++
+		// A slot that non-demand work may use has freed up.
+		s.cond.Signal()
+	}
+}
+
+// pickLocked dequeues the next task this worker may run, or nil. Demand
+// tasks may use any worker; the others leave cfg.Reserved workers free for
+// demand. After Close every queued task is handed out, to run cancelled.
+func (s *Scheduler) pickLocked() *Task {
+	if t := s.queues[Demand].pop(); t != nil {
+		return t
+	}
+	nonDemand := s.running[Readahead] + s.running[Background]
+	if !s.closed && nonDemand >= s.cfg.Workers-s.cfg.Reserved {
+		return nil
+	}
+	if t := s.queues[Readahead].pop(); t != nil {
+		return t
+	}
+	return s.queues[Background].pop()
+}
+
+// Close cancels the context of running tasks, runs the queued ones with
+// that cancelled context, and waits for every worker to exit.
+func (s *Scheduler) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.cond.Broadcast()
+	s.wg.Wait()
+}
+
+// Stats is a snapshot of the scheduler's counters.
+type Stats struct {
+	Workers   int
+	Queued    [numPriorities]int   // tasks waiting, by priority
+	Running   [numPriorities]int   // tasks running, by priority
+	Submitted [numPriorities]int64 // tasks submitted, by first priority
+	Completed [numPriorities]int64 // tasks run, by the priority they ran at
+	Raised    int64                // tasks moved to a higher priority
+	Cancelled int64                // tasks cancelled before they started
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Scheduler) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Workers: s.cfg.Workers, Running: s.running, Submitted: s.submitted,
+		Completed: s.completed, Raised: s.raised, Cancelled: s.cancelledN}
+	for p := range s.queues {
+		st.Queued[p] = s.queues[p].n
+	}
+	return st
+}

@@ -1,0 +1,212 @@
+package prefetch
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestEveryTaskRunsOnceWithinTheBound(t *testing.T) {
+	s := New(Config{Workers: 4, Reserved: 1})
+	defer s.Close()
+	var running, peak, ran atomic.Int64
+	var wg sync.WaitGroup
+	const n = 500
+	for i := range n {
+		wg.Add(1)
+		s.Submit(fmt.Sprint("f", i%7), Priority(i%3), func(ctx context.Context) {
+			defer wg.Done()
+			r := running.Add(1)
+			for {
+				p := peak.Load()
+				if r <= p || peak.CompareAndSwap(p, r) {
+					break
+				}
+			}
+			runtime.Gosched()
+			running.Add(-1)
+			ran.Add(1)
+		})
+	}
+	wg.Wait()
+	if ran.Load() != n {
+		t.Fatalf("%d tasks ran, want %d", ran.Load(), n)
+	}
+	if peak.Load() > 4 {
+		t.Fatalf("peak %d tasks running, bound 4", peak.Load())
+	}
+}
+
+// gate holds tasks until released and records the order tasks started.
+type gate struct {
+	release chan struct{}
+	mu      sync.Mutex
+	order   []string
+	started chan string
+}
+
+func newGate() *gate {
+	return &gate{release: make(chan struct{}), started: make(chan string, 1000)}
+}
+
+func (g *gate) task(name string, block bool) func(context.Context) {
+	return func(ctx context.Context) {
+		g.mu.Lock()
+		g.order = append(g.order, name)
+		g.mu.Unlock()
+		g.started <- name
+		if block {
+			select {
+			case <-g.release:
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+func (g *gate) wait(t *testing.T, n int) []string {
+	t.Helper()
+	var got []string
+	for range n {
+		select {
+		case name := <-g.started:
+			got = append(got, name)
+		case <-time.After(30 * time.Second): // hang guard only
+			t.Fatalf("only %d of %d tasks started: %v", len(got), n, got)
+		}
+	}
+	return got
+}
+
+func TestDemandDoesNotQueueBehindBackground(t *testing.T) {
+	s := New(Config{Workers: 4, Reserved: 1})
+	defer s.Close()
+	g := newGate()
+	for i := range 10 {
+		s.Submit("big", Background, g.task(fmt.Sprint("bg", i), true))
+	}
+	// Background may use at most 3 workers: the fourth is kept for demand.
+	g.wait(t, 3)
+	st := s.Stats()
+	if st.Running[Background] != 3 || st.Queued[Background] != 7 {
+		t.Fatalf("running %v queued %v; want 3 background running, 7 queued", st.Running, st.Queued)
+	}
+	s.Submit("small", Demand, g.task("demand", false))
+	if got := g.wait(t, 1); got[0] != "demand" {
+		t.Fatalf("started %v, want the demand task", got)
+	}
+	// It started while every background task was still blocked.
+	if c := s.Stats().Completed[Background]; c != 0 {
+		t.Fatalf("%d background tasks completed before demand started", c)
+	}
+	close(g.release)
+}
+
+func TestDemandWaitsForAtMostOneFetchWhenSaturated(t *testing.T) {
+	s := New(Config{Workers: 2, Reserved: 1})
+	defer s.Close()
+	g := newGate()
+	// Fill both workers: one background, one demand that blocks.
+	s.Submit("a", Background, g.task("bg0", true))
+	s.Submit("a", Background, g.task("bg1", true))
+	s.Submit("b", Demand, g.task("d0", true))
+	g.wait(t, 2)
+	s.Submit("c", Demand, g.task("d1", false))
+	// Release one running task: the next to start must be the demand task,
+	// not the queued background one.
+	g.release <- struct{}{}
+	if got := g.wait(t, 1); got[0] != "d1" {
+		t.Fatalf("after one fetch ended, %v started; want d1", got)
+	}
+	close(g.release)
+	g.wait(t, 1) // bg1
+}
+
+func TestRoundRobinAcrossGroups(t *testing.T) {
+	s := New(Config{Workers: 1})
+	defer s.Close()
+	g := newGate()
+	s.Submit("first", Background, g.task("hold", true))
+	g.wait(t, 1)
+	for i := range 50 {
+		s.Submit("big", Background, g.task(fmt.Sprint("big", i), false))
+	}
+	s.Submit("small", Background, g.task("small0", false))
+	s.Submit("small", Background, g.task("small1", false))
+	close(g.release)
+	order := g.wait(t, 52)
+	pos := map[string]int{}
+	for i, name := range order {
+		pos[name] = i
+	}
+	// Alternating turns: the small file's two tasks run among the first
+	// four, not after fifty tasks of the big one.
+	if pos["small0"] > 3 || pos["small1"] > 3 {
+		t.Fatalf("small file starved: order %v", order[:6])
+	}
+}
+
+func TestRaiseAndCancel(t *testing.T) {
+	s := New(Config{Workers: 1})
+	defer s.Close()
+	g := newGate()
+	s.Submit("x", Background, g.task("hold", true))
+	g.wait(t, 1)
+	var tasks []*Task
+	for i := range 5 {
+		tasks = append(tasks, s.Submit("x", Background, g.task(fmt.Sprint("bg", i), false)))
+	}
+	s.Raise(tasks[3], Demand)
+	if !s.Cancel(tasks[1]) {
+		t.Fatal("Cancel of a queued task returned false")
+	}
+	close(g.release)
+	order := g.wait(t, 4)
+	want := []string{"bg3", "bg0", "bg2", "bg4"}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+	if s.Cancel(tasks[0]) {
+		t.Fatal("Cancel of a finished task returned true")
+	}
+	st := s.Stats()
+	if st.Raised != 1 || st.Cancelled != 1 {
+		t.Fatalf("raised %d cancelled %d, want 1 and 1", st.Raised, st.Cancelled)
+	}
+}
+
+func TestCloseRunsQueuedTasksCancelledAndStopsWorkers(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s := New(Config{Workers: 3})
+	g := newGate()
+	var cancelled atomic.Int64
+	for i := range 20 {
+		s.Submit("x", Background, func(ctx context.Context) {
+			g.task(fmt.Sprint(i), true)(ctx)
+			if ctx.Err() != nil {
+				cancelled.Add(1)
+			}
+		})
+	}
+	g.wait(t, 2) // Workers - Reserved background tasks run
+	s.Close()
+	if n := cancelled.Load(); n != 20 {
+		t.Fatalf("%d tasks saw a cancelled context, want all 20 to run cancelled", n)
+	}
+	ran := false
+	s.Submit("x", Demand, func(ctx context.Context) { ran = ctx.Err() != nil })
+	if !ran {
+		t.Fatal("a task submitted after Close did not run with a cancelled context")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after Close, %d before", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,345 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segfs/segfs/tests/harness"
+)
+
+// The fetch scheduler, seen from outside: a fixed pool of fetch workers
+// whatever the number of readers and files, one fetch per part however
+// many readers want it, fetches that outlive the reader who started them,
+// and background prefetching of a whole mount.
+
+// smallShard returns 64 objects of 64 KiB to 2 MiB in 8 directories: the
+// smallest and largest sizes, sizes at and around a 256 KiB part border,
+// and the rest spread log-uniformly.
+func smallShard() map[string][]byte {
+	rng := rand.New(rand.NewPCG(7, 7))
+	sizes := []int{64 << 10, 2 << 20, 256 << 10, 256<<10 + 1, 512<<10 - 1}
+	lo, hi := math.Log(64<<10), math.Log(2<<20)
+	for len(sizes) < 64 {
+		sizes = append(sizes, int(math.Exp(lo+rng.Float64()*(hi-lo))))
+	}
+	objs := make(map[string][]byte, len(sizes))
+	for i, n := range sizes {
+		objs[fmt.Sprintf("seg%d/_%d.dat", i/8, i)] = randomBytes(uint64(100+i), n)
+	}
+	return objs
+}
+
+// Goroutine bounds of TestPrefetchManyReaders, above the count once the
+// mount is up and idle (which already includes the fixed fetch workers).
+const (
+	// While 256 readers run: go-fuse serves each request on a goroutine
+	// of its own, and buffered reads reach it as the kernel's background
+	// readahead requests, of which go-fuse lets 12 be pending (its
+	// default max_background) plus a few synchronous ones; each HTTP
+	// connection to the store has 2 (read and write loop), and the fetch
+	// pool keeps at most 2 × --max-fetches of them. 16 + 2×16 = 48, and
+	// 96 leaves room. A goroutine per reader (256), per queued part (the
+	// 64 opened files have about 190) or per file (64) would not fit.
+	busyGoroutines = 96
+	// Once idle again: only the idle HTTP connections (2 each, at most
+	// 2 × --max-fetches) and a few stragglers may remain.
+	idleGoroutines = 2*2*8 + 8
+)
+
+// TestPrefetchManyReaders runs 256 readers at once over 64 files, half
+// reading whole files in sequence and half at random offsets. Every byte
+// must be right, no more fetches than --max-fetches may run at once, and
+// segfs's goroutines must not grow with the readers or the files.
+func TestPrefetchManyReaders(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	objs := smallShard()
+	putObjects(t, srv, bucket, objs)
+	const maxFetches = 8
+	m := mountS3(t, srv, "s3://"+bucket, "--part-size", "256KiB", "--max-fetches", "8")
+	base := waitStats(t, m, "the index loaded", func(s map[string]int64) bool {
+		return s["cache_index_loaded"] == 1 && idle(s)
+	})
+	baseline := base["goroutines"]
+	if base["workers"] != maxFetches {
+		t.Errorf("workers = %d, want %d (--max-fetches)", base["workers"], maxFetches)
+	}
+
+	sampler := startSampler(m)
+	keys := slices.Sorted(maps.Keys(objs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 256 {
+		key := keys[i%len(keys)]
+		path := filepath.Join(m.Dir, filepath.FromSlash(key))
+		wg.Go(func() {
+			<-start
+			var err error
+			if i%2 == 0 {
+				err = readWhole(path, objs[key])
+			} else {
+				err = randomPreads(path, objs[key], rand.New(rand.NewPCG(uint64(i), 5)))
+			}
+			if err != nil {
+				t.Errorf("reader %d on %s: %v", i, key, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	peak := sampler.stop()
+	s := waitIdle(t, m)
+	t.Logf("goroutines: %d idle before, peak %d over %d samples; peak fetches running %d; %d GETs, %d joins, %d range reads",
+		baseline, peak.goroutines, peak.samples, peak.running, s["gets"], s["joins"], s["range_reads"])
+
+	if peak.samples < 3 {
+		t.Logf("only %d samples taken while reading; the goroutine bound was barely checked", peak.samples)
+	}
+	if peak.goroutines > baseline+busyGoroutines {
+		t.Errorf("segfs ran %d goroutines while reading; want at most %d + %d", peak.goroutines, baseline, busyGoroutines)
+	}
+	if peak.running > maxFetches {
+		t.Errorf("%d fetches ran at once; want at most --max-fetches %d", peak.running, maxFetches)
+	}
+	settled := waitStats(t, m, fmt.Sprintf("goroutines back to at most %d + %d", baseline, idleGoroutines), func(s map[string]int64) bool {
+		return s["goroutines"] <= baseline+idleGoroutines
+	})
+	t.Logf("goroutines once idle: %d", settled["goroutines"])
+}
+
+// peakStats are the highest values a sampler saw.
+type peakStats struct {
+	goroutines, running int64
+	samples             int
+}
+
+// sampler polls a mount's counters until stopped.
+type sampler struct {
+	done chan struct{}
+	out  chan peakStats
+}
+
+// startSampler polls m's counters every 10 ms, recording the peaks of
+// goroutines and of fetches running.
+func startSampler(m *harness.Mount) *sampler {
+	s := &sampler{done: make(chan struct{}), out: make(chan peakStats, 1)}
+	go func() {
+		var p peakStats
+		defer func() { s.out <- p }()
+		for {
+			if st, err := m.Stats(context.Background()); err == nil {
+				p.samples++
+				p.goroutines = max(p.goroutines, st["goroutines"])
+				p.running = max(p.running, st["running_demand"]+st["running_readahead"]+st["running_background"])
+			}
+			select {
+			case <-s.done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling and returns the peaks.
+func (s *sampler) stop() peakStats {
+	close(s.done)
+	return <-s.out
+}
+
+// readWhole reads the file at path in one go and compares it with want.
+func readWhole(path string, want []byte) error {
+	got, err := os.ReadFile(path)
+	switch {
+	case err != nil:
+		return err
+	case !bytes.Equal(got, want):
+		return fmt.Errorf("read %d bytes, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+	return nil
+}
+
+// randomPreads makes 16 reads of up to 256 KiB at random offsets of the
+// file at path and compares each with want.
+func randomPreads(path string, want []byte, rng *rand.Rand) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for range 16 {
+		if err := comparePread(f, want, rng.Int64N(int64(len(want))), 1+rng.IntN(256<<10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestPrefetchSingleFlight has 100 readers, each on its own descriptor,
+// read the same cold 1 MiB at once: one part GET must serve them all.
+// Buffered, the kernel's page cache merges most of the reads before they
+// reach segfs; with O_DIRECT each is a FUSE request of its own.
+func TestPrefetchSingleFlight(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	objs := map[string][]byte{"buffered": randomBytes(81, 4<<20), "direct": randomBytes(82, 4<<20)}
+	putObjects(t, srv, bucket, objs)
+	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "none", "--part-size", "4MiB")
+	for _, tc := range []struct {
+		name string
+		flag int
+	}{{"buffered", 0}, {"direct", syscall.O_DIRECT}} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := objs[tc.name]
+			files := make([]*os.File, 100)
+			for i := range files {
+				f, err := os.OpenFile(filepath.Join(m.Dir, tc.name), os.O_RDONLY|tc.flag, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				files[i] = f
+			}
+			before := mustStats(t, m)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i, f := range files {
+				wg.Go(func() {
+					<-start
+					if err := comparePread(f, data, 0, 1<<20); err != nil {
+						t.Errorf("reader %d: %v", i, err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			after := waitIdle(t, m)
+			t.Logf("100 readers: %d FUSE reads, %d joins, %d range reads, %d GETs",
+				delta(before, after, "reads"), delta(before, after, "joins"), delta(before, after, "range_reads"), delta(before, after, "gets"))
+			// Every reader of the part waits on one part GET. Buffered,
+			// the kernel may first send a small readahead request at a
+			// non-zero offset on a fresh descriptor, which segfs treats
+			// as a cold random read and serves by a GET of just that
+			// range (its fast path); at most one such range GET.
+			parts, ranges := delta(before, after, "parts_fetched"), delta(before, after, "range_reads")
+			wantRanges := int64(0)
+			if tc.flag == 0 {
+				wantRanges = ranges
+				if ranges > 1 {
+					t.Errorf("%d range GETs; want at most 1", ranges)
+				}
+			}
+			if n := delta(before, after, "gets"); parts != 1 || ranges != wantRanges || n != 1+ranges {
+				t.Errorf("%d GETs (%d parts, %d ranges) for one part read by 100 readers at once; want 1 part GET (+%d range)", n, parts, ranges, wantRanges)
+			}
+		})
+	}
+}
+
+// TestPrefetchKilledReader starts a part fetch from process A, has this
+// process (B) wait on the same part, and kills A (SIGKILL) while it waits:
+// B must get the right bytes from the same fetch, neither cancelled nor
+// made again.
+func TestPrefetchKilledReader(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	const size = 64 << 20
+	data := randomBytes(91, size)
+	putObjects(t, srv, bucket, map[string][]byte{"_0.fdt": data})
+	// One part for the whole object, and no fetch but the one A starts.
+	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "none", "--part-size", "64MiB")
+	path := filepath.Join(m.Dir, "_0.fdt")
+	before := mustStats(t, m)
+
+	// O_DIRECT: A's read is a FUSE request of its own, which the kernel
+	// interrupts when A is killed (buffered reads would be the kernel's
+	// readahead, which no process owns).
+	a := exec.Command("dd", "if="+path, "of=/dev/null", "bs=1M", "count=64", "iflag=direct")
+	var aOut bytes.Buffer
+	a.Stdout, a.Stderr = &aOut, &aOut
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// killA kills A and waits for it; the test's end does so too, if a
+	// failure came first.
+	killA := sync.OnceValue(func() error {
+		a.Process.Kill()
+		return a.Wait()
+	})
+	t.Cleanup(func() { killA() })
+	fetched := func(s map[string]int64) bool {
+		return delta(before, s, "parts_fetched")+delta(before, s, "fetch_errors") > 0
+	}
+	waitStats(t, m, "A's fetch to run", func(s map[string]int64) bool {
+		return s["running_demand"] > 0 || fetched(s)
+	})
+
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	bDone := make(chan error, 1)
+	go func() { bDone <- comparePread(f, data, size/2, 1<<20) }()
+	s := waitStats(t, m, "B to join A's fetch", func(s map[string]int64) bool {
+		return delta(before, s, "joins") > 0 || fetched(s)
+	})
+	if fetched(s) {
+		t.Logf("the part was fetched before A was killed: A's death was not tested this time")
+	}
+	t.Logf("A: %v; %s", killA(), bytes.TrimSpace(aOut.Bytes()))
+
+	select {
+	case err := <-bDone:
+		if err != nil {
+			t.Errorf("B after A was killed: %v", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatalf("B still blocked %v after A was killed", hangGuard)
+	}
+	if err := readWhole(path, data); err != nil {
+		t.Errorf("whole file after A was killed: %v", err)
+	}
+	after := waitIdle(t, m)
+	t.Logf("%d GETs, %d joins, %d fetch errors, %d range reads",
+		delta(before, after, "gets"), delta(before, after, "joins"), delta(before, after, "fetch_errors"), delta(before, after, "range_reads"))
+	if n := delta(before, after, "gets"); n != 1 {
+		t.Errorf("%d GETs; want 1, the fetch A started serving B too", n)
+	}
+	if n := delta(before, after, "fetch_errors"); n != 0 {
+		t.Errorf("%d fetches failed; killing a reader must not fail the fetch", n)
+	}
+}
+
+// TestPrefetchAll mounts the small shard with --prefetch all and waits
+// until every part is cached: reading every file afterwards must not GET
+// anything.
+func TestPrefetchAll(t *testing.T) {
+	srv := needServer(t)
+	bucket := uploadShard(t, srv, "")
+	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "all", "--part-size", "1MiB")
+	before := waitCached(t, m, partCount(shared.local, testPartSize))
+	if before["started_background"] == 0 {
+		t.Errorf("every part is cached but started_background = 0: %v", before)
+	}
+	checkObjects(t, m.Dir, shared.local)
+	after := waitIdle(t, m)
+	t.Logf("prefetched %d parts in the background (%d GETs); reading every file then made %d GETs, %d disk hits",
+		before["started_background"], before["gets"], delta(before, after, "gets"), delta(before, after, "disk_hits"))
+	if n := delta(before, after, "gets"); n != 0 {
+		t.Errorf("reading the prefetched files made %d GETs; want 0", n)
+	}
+}
