@@ -63,3 +63,13 @@ clean:
 
 distclean: clean
 	rm -rf $(BIN)
+
+# Benchmarks, not run in CI: segfs and its baselines in one run, through a
+# shaped remote (toxiproxy in front of versitygw). Extra flags go in
+# BENCH_FLAGS, e.g. make bench BENCH_FLAGS='--profile loopback --keep-going'.
+.PHONY: bench bench-quick
+bench: deps build
+	$(GO) run ./tests/bench $(BENCH_FLAGS)
+
+bench-quick: deps build
+	$(GO) run ./tests/bench --quick $(BENCH_FLAGS)

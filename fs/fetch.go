@@ -26,7 +26,7 @@ type partCall struct {
 	err     error
 	refs    int  // the fetch itself until it ends, plus each reader copying
 	kept    bool // data moved to the memory tier; not returned to the pool
-	running bool // the scheduler started it
+	fetched bool // done is closed and data or err is set
 }
 
 // startPart makes sure part idx of obj is in flight at prio or higher,
@@ -75,9 +75,6 @@ func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority
 // runFetch is the scheduler task of a part: fetch, publish to waiters,
 // store in the disk cache (or the memory tier if the disk refuses it).
 func (r *Reader) runFetch(ctx context.Context, call *partCall) {
-	r.mu.Lock()
-	call.running = true
-	r.mu.Unlock()
 	n := r.partLen(call.obj, call.key.idx)
 	buf := r.getBuf(n)
 	err := r.store.ReadRange(ctx, call.obj, call.key.idx*r.cfg.PartSize, buf)
@@ -94,6 +91,7 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	} else {
 		call.err = err
 	}
+	call.fetched = true
 	close(call.done)
 	r.mu.Unlock()
 

@@ -62,7 +62,27 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
+	if err := setReadahead(mountpoint, cfg.MaxRead); err != nil {
+		cfg.Logger.Debug("kernel readahead left at its default", "err", err)
+	}
 	return server, nil
+}
+
+// setReadahead raises the kernel's readahead for the mount to maxRead. The
+// kernel caps a FUSE mount's readahead at its default (128 KiB) whatever
+// the file system asks for at init, which splits a sequential reader's
+// stream into small requests; the mount's backing device setting lifts the
+// cap. It takes root; otherwise the default stays.
+func setReadahead(mountpoint string, maxRead int) error {
+	e, ok, err := FindMount(mountpoint)
+	if err != nil || !ok {
+		return fmt.Errorf("readahead: mount not found: %v", err)
+	}
+	path := "/sys/class/bdi/" + e.Dev + "/read_ahead_kb"
+	if err := os.WriteFile(path, []byte(fmt.Sprint(maxRead>>10)), 0); err != nil {
+		return fmt.Errorf("readahead: %w", err)
+	}
+	return nil
 }
 
 // slogWriter passes go-fuse's log lines to slog at debug level.

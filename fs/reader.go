@@ -197,9 +197,9 @@ func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, of
 
 // readPart fills p with the bytes at off within part idx of obj: from
 // memory, from a part fetch in flight, from the disk cache, or from a new
-// fetch. A small cold read does not wait for its whole part: unless that
-// part's fetch is already running, it is served by a GET of its own range,
-// and the part is queued in the background for the reads after it.
+// fetch. A small cold read never waits for a whole part to arrive: unless
+// the part's bytes are already here, it is served by a GET of its own
+// range, and the part is queued in the background for the reads after it.
 func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64, small bool) error {
 	k := keyOf(obj, idx)
 	ck := r.cacheKey(k)
@@ -215,7 +215,7 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 			return nil
 		}
 		call := r.inflight[k]
-		if call != nil && (!small || call.running) {
+		if call != nil && (!small || call.fetched) {
 			call.refs++
 			task := call.task
 			r.mu.Unlock()

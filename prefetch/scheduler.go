@@ -35,8 +35,10 @@ type Config struct {
 	// Workers is the fixed number of goroutines that run tasks, and so
 	// the bound on fetches in flight. Default 16.
 	Workers int
-	// Reserved is how many of the workers run only Demand tasks. Default
-	// Workers/4, at least 1 when Workers > 1; always less than Workers.
+	// Reserved is how many of the workers background tasks leave to
+	// Demand and Readahead tasks. Default Workers/4, at least 1 when
+	// Workers > 1; always less than Workers. Readahead leaves one worker
+	// to Demand.
 	Reserved int
 }
 
@@ -198,20 +200,24 @@ func (s *Scheduler) worker() {
 }
 
 // pickLocked dequeues the next task this worker may run, or nil. Demand
-// tasks may use any worker; the others leave cfg.Reserved workers free for
-// demand. After Close every queued task is handed out, to run cancelled.
+// tasks may use any worker. Readahead, which a reader will wait on soon,
+// may use all but one, so a demand task never waits for more than one
+// fetch to end; background work leaves cfg.Reserved workers free. After
+// Close every queued task is handed out, to run cancelled.
 func (s *Scheduler) pickLocked() *Task {
 	if t := s.queues[Demand].pop(); t != nil {
 		return t
 	}
 	nonDemand := s.running[Readahead] + s.running[Background]
-	if !s.closed && nonDemand >= s.cfg.Workers-s.cfg.Reserved {
-		return nil
+	if s.closed || nonDemand < s.cfg.Workers-1 {
+		if t := s.queues[Readahead].pop(); t != nil {
+			return t
+		}
 	}
-	if t := s.queues[Readahead].pop(); t != nil {
-		return t
+	if s.closed || nonDemand < s.cfg.Workers-s.cfg.Reserved {
+		return s.queues[Background].pop()
 	}
-	return s.queues[Background].pop()
+	return nil
 }
 
 // Close cancels the context of running tasks, runs the queued ones with

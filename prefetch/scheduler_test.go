@@ -210,3 +210,27 @@ func TestCloseRunsQueuedTasksCancelledAndStopsWorkers(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestReadaheadLeavesOneWorkerForDemand(t *testing.T) {
+	s := New(Config{Workers: 4, Reserved: 2})
+	defer s.Close()
+	g := newGate()
+	for i := range 6 {
+		s.Submit("seq", Readahead, g.task(fmt.Sprint("ra", i), true))
+	}
+	g.wait(t, 3)
+	if st := s.Stats(); st.Running[Readahead] != 3 || st.Queued[Readahead] != 3 {
+		t.Fatalf("running %v queued %v; want 3 readahead running (one worker left), 3 queued", st.Running, st.Queued)
+	}
+	// Background may not start while readahead holds more than
+	// Workers-Reserved workers.
+	s.Submit("bg", Background, g.task("bg", true))
+	s.Submit("rnd", Demand, g.task("demand", false))
+	if got := g.wait(t, 1); got[0] != "demand" {
+		t.Fatalf("started %v, want the demand task on the last worker", got)
+	}
+	if st := s.Stats(); st.Running[Background] != 0 {
+		t.Fatalf("background running beside 3 readahead fetches: %v", st.Running)
+	}
+	close(g.release)
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"runtime"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 )
 
 // metricsServer serves the mount's counters as one JSON object of integers
-// at /stats.
+// at /stats, and Go profiles at /debug/pprof/.
 type metricsServer struct {
 	srv  *http.Server
 	done chan struct{}
@@ -30,6 +31,9 @@ func startMetrics(addr string, store fetcher.Store, reader *segfs.Reader, sched 
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
+	// Profiles of the running mount, for operators chasing CPU or memory.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(statsSnapshot(store, reader, sched, pc))

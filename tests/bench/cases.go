@@ -1,0 +1,457 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/shard"
+)
+
+// failed returns rec marked with err, and err.
+func failed(rec Record, err error) ([]Record, error) {
+	err = fmt.Errorf("%s %s: %w", rec.Case, rec.System, err)
+	rec.Error = err.Error()
+	return []Record{rec}, err
+}
+
+func (b *bench) fileBasedSeq(ctx context.Context) ([]Record, error) {
+	return b.fileBased(ctx, caseSeqRead, []object{b.big}, fmt.Sprintf("GET %s whole to disk", b.big.Key))
+}
+
+func (b *bench) fileBasedCopy(ctx context.Context) ([]Record, error) {
+	return b.fileBased(ctx, caseCopy, b.shardObjs, fmt.Sprintf("GET each of the %d shard files whole to disk, one after another", len(b.shardObjs)))
+}
+
+// fileBased downloads objs one whole-object GET at a time into a fresh
+// directory, then checks every file's SHA-256.
+func (b *bench) fileBased(ctx context.Context, c string, objs []object, what string) ([]Record, error) {
+	rec := Record{System: sysFileBased, Case: c, What: what}
+	if err := b.prepare(ctx, objs); err != nil {
+		return failed(rec, err)
+	}
+	dir, err := os.MkdirTemp(b.work, "file-based-")
+	if err != nil {
+		return failed(rec, err)
+	}
+	defer os.RemoveAll(dir)
+	n, d, err := b.remote.fileBased(ctx, objs, dir)
+	if err != nil {
+		return failed(rec, err)
+	}
+	rec.Seconds, rec.Bytes, rec.MBps = d.Seconds(), n, MBps(n, d)
+	if err := verifyDir(dir, objs); err != nil {
+		return failed(rec, err)
+	}
+	rec.Verified = true
+	return []Record{rec}, nil
+}
+
+// verifyDir checks the SHA-256 of each of objs, stored in dir under its
+// base name.
+func verifyDir(dir string, objs []object) error {
+	m := shard.Manifest{}
+	for _, o := range objs {
+		m.Files = append(m.Files, shard.File{Name: filepath.Base(o.Key), Size: o.Size, SHA256: o.SHA256})
+	}
+	return shard.Verify(dir, m)
+}
+
+func (b *bench) limitSeq(ctx context.Context) ([]Record, error) {
+	return b.limit(ctx, caseSeqRead, []object{b.big})
+}
+
+func (b *bench) limitCopy(ctx context.Context) ([]Record, error) {
+	return b.limit(ctx, caseCopy, b.shardObjs)
+}
+
+func (b *bench) limit(ctx context.Context, c string, objs []object) ([]Record, error) {
+	rec := Record{System: sysLimit, Case: c,
+		What: fmt.Sprintf("%d parallel ranged GETs of %s into /dev/null, %d objects", b.cfg.maxFetches, partSizeFlag, len(objs))}
+	if err := b.prepare(ctx, objs); err != nil {
+		return failed(rec, err)
+	}
+	n, d, err := b.remote.limit(ctx, objs, partSize, b.cfg.maxFetches)
+	if err != nil {
+		return failed(rec, err)
+	}
+	if want := total(objs); n != want {
+		return failed(rec, fmt.Errorf("fetched %d bytes, want %d", n, want))
+	}
+	rec.Seconds, rec.Bytes, rec.MBps = d.Seconds(), n, MBps(n, d)
+	rec.Note = "byte counts checked, contents not kept"
+	return []Record{rec}, nil
+}
+
+func (b *bench) singleGets(ctx context.Context) ([]Record, error) {
+	rec := Record{System: sysSingleGet, Case: caseRandom,
+		What: fmt.Sprintf("%d ranged GETs of %d bytes of %s, one after another", len(b.offsets), b.cfg.readSize, b.rnd.Key)}
+	if err := b.prepare(ctx, []object{b.rnd}); err != nil {
+		return failed(rec, err)
+	}
+	start := time.Now()
+	lat, err := b.remote.rangedReads(ctx, b.rnd.Key, b.offsets, b.cfg.readSize, b.want)
+	if err != nil {
+		return failed(rec, err)
+	}
+	rec.Seconds = time.Since(start).Seconds()
+	rec.Bytes = int64(len(lat) * b.cfg.readSize)
+	l := Summarize(lat)
+	rec.Latency, rec.Verified = &l, true
+	return []Record{rec}, nil
+}
+
+// mountOpts says how mounted mounts.
+type mountOpts struct {
+	cacheDir string   // the disk cache, when segfs has one
+	prep     []object // objects made cold (page cache dropped) before mounting
+	extra    []string // extra segfs flags
+	prefix   string   // mount s3://bucket/prefix instead of the bucket
+}
+
+// mounted runs f against a fresh segfs mount of the bucket through the
+// endpoint, with the disk cache mo.cacheDir when segfs has one, and a
+// sampler of its resources running for the whole of f. If ctx ends, the mount is
+// unmounted at once, which fails reads blocked in it, so f returns.
+func (b *bench) mounted(ctx context.Context, mo mountOpts, f func(ctx context.Context, m *harness.Mount, mnt string) error) (res Resources, err error) {
+	// Cold means the page cache is dropped before the mount starts, so
+	// that a mount that fetches from its start (--prefetch all) gets no
+	// head start from the time this takes.
+	if err := b.prepare(ctx, mo.prep); err != nil {
+		return res, err
+	}
+	args := []string{
+		"--endpoint", b.endpoint, "--path-style", "--region", harness.Region,
+		"--max-fetches", strconv.Itoa(b.cfg.maxFetches), "--part-size", partSizeFlag,
+	}
+	if b.warmable && mo.cacheDir != "" {
+		args = append(args, cacheDirFlag, mo.cacheDir)
+	}
+	args = append(args, b.cfg.segfsArgs...)
+	args = append(args, mo.extra...)
+	source := "s3://" + bucket
+	if mo.prefix != "" {
+		source += "/" + mo.prefix
+	}
+	m, err := harness.StartMount(ctx, harness.MountOptions{
+		Bin: b.bins.Segfs, Source: source, Env: b.srv.Env(), Args: args, TempDir: b.work,
+	})
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if uerr := m.Unmount(); uerr != nil {
+			err = errors.Join(err, uerr)
+		} else if err != nil && ctx.Err() == nil {
+			err = fmt.Errorf("%w\nsegfs log (tail):\n%s", err, tail(m.Log(), 3000))
+		}
+	}()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ctx.Done():
+			m.Unmount() // its error comes back from the deferred call
+		case <-done:
+		}
+	}()
+	defer func() {
+		close(done)
+		wg.Wait()
+	}()
+
+	s, err := startSampler(ctx, m.Pid(), m.Stats, sampleEvery)
+	if err != nil {
+		return res, err
+	}
+	ferr := f(ctx, m, m.Dir)
+	res, serr := s.Stop(ctx)
+	if ferr != nil {
+		return res, ferr
+	}
+	return res, serr
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// freshCache returns an empty directory for a cold mount's disk cache.
+func (b *bench) freshCache() (string, error) {
+	return os.MkdirTemp(b.work, "segfs-cache-")
+}
+
+// Case 1: cold sequential read of the big file.
+func (b *bench) seqRead(ctx context.Context) ([]Record, error) {
+	rec := Record{System: sysSegfs, Case: caseSeqRead, What: fmt.Sprintf("cold sequential read of %s through a fresh mount, 1 MiB reads", b.big.Key)}
+	// Cases 1 and 3 fill the disk cache that case 5 remounts with.
+	if err := os.RemoveAll(b.warmDir); err != nil {
+		return failed(rec, err)
+	}
+	if err := os.MkdirAll(b.warmDir, 0o755); err != nil {
+		return failed(rec, err)
+	}
+	return b.seqReadWith(ctx, rec, b.warmDir)
+}
+
+func (b *bench) seqReadWith(ctx context.Context, rec Record, cacheDir string) ([]Record, error) {
+	var n int64
+	var d time.Duration
+	res, err := b.mounted(ctx, mountOpts{cacheDir: cacheDir, prep: []object{b.big}}, func(ctx context.Context, m *harness.Mount, mnt string) error {
+		var err error
+		n, d, err = seqRead(ctx, filepath.Join(mnt, filepath.FromSlash(b.big.Key)), b.big.Size, b.big.SHA256)
+		return err
+	})
+	rec.Resources = &res
+	if err != nil {
+		return failed(rec, err)
+	}
+	rec.Seconds, rec.Bytes, rec.MBps, rec.Verified = d.Seconds(), n, MBps(n, d), true
+	return []Record{rec}, nil
+}
+
+// Case 3: cold random reads of the largest shard file.
+func (b *bench) randomReads(ctx context.Context) ([]Record, error) {
+	rec := Record{System: sysSegfs, Case: caseRandom,
+		What: fmt.Sprintf("cold: %d preads of %d bytes of %s at seeded offsets, one after another", len(b.offsets), b.cfg.readSize, b.rnd.Key)}
+	return b.randomReadsWith(ctx, rec, b.warmDir)
+}
+
+func (b *bench) randomReadsWith(ctx context.Context, rec Record, cacheDir string) ([]Record, error) {
+	var lat []time.Duration
+	var d time.Duration
+	res, err := b.mounted(ctx, mountOpts{cacheDir: cacheDir, prep: []object{b.rnd}}, func(ctx context.Context, m *harness.Mount, mnt string) error {
+		start := time.Now()
+		var err error
+		lat, _, err = randomReads(ctx, filepath.Join(mnt, filepath.FromSlash(b.rnd.Key)), b.offsets, b.cfg.readSize, b.want, nil)
+		d = time.Since(start)
+		return err
+	})
+	rec.Resources = &res
+	if err != nil {
+		return failed(rec, err)
+	}
+	l := Summarize(lat)
+	rec.Seconds, rec.Bytes, rec.Latency, rec.Verified = d.Seconds(), int64(len(lat)*b.cfg.readSize), &l, true
+	return []Record{rec}, nil
+}
+
+// Case 2 (and 6): cold recovery copy with cp -r, its resources sampled.
+func (b *bench) recoveryCopy(ctx context.Context) ([]Record, error) {
+	rec := Record{System: sysSegfs, Case: caseCopy,
+		What: fmt.Sprintf("cold: cp -r of the %d-file shard directory out of a fresh mount, then sha256 of every file", len(b.shardObjs))}
+	return b.recoveryCopyWith(ctx, rec, mountOpts{prep: b.shardObjs})
+}
+
+// recoveryCopyAll is case 2 with --prefetch all on a mount of the shard's
+// prefix: every file is fetched from the mount's start, small files first.
+// The clock starts when the mount is ready.
+func (b *bench) recoveryCopyAll(ctx context.Context) ([]Record, error) {
+	rec := Record{System: sysSegfsAll, Case: caseCopy,
+		What: fmt.Sprintf("cold: cp -r of the %d-file shard out of a fresh mount of s3://%s/%s with --prefetch all, then sha256 of every file", len(b.shardObjs), bucket, shardPrefix)}
+	return b.recoveryCopyWith(ctx, rec, mountOpts{prep: b.shardObjs, extra: []string{"--prefetch", "all"}, prefix: shardPrefix})
+}
+
+func (b *bench) recoveryCopyWith(ctx context.Context, rec Record, mo mountOpts) ([]Record, error) {
+	cacheDir, err := b.freshCache()
+	if err != nil {
+		return failed(rec, err)
+	}
+	defer os.RemoveAll(cacheDir)
+	dst, err := os.MkdirTemp(b.work, "copy-")
+	if err != nil {
+		return failed(rec, err)
+	}
+	defer os.RemoveAll(dst)
+	var d time.Duration
+	mo.cacheDir = cacheDir
+	res, err := b.mounted(ctx, mo, func(ctx context.Context, m *harness.Mount, mnt string) error {
+		src := filepath.Join(mnt, shardPrefix)
+		if mo.prefix != "" {
+			src = mnt
+		}
+		cp, err := startCopy(ctx, src, filepath.Join(dst, shardPrefix))
+		if err != nil {
+			return err
+		}
+		d, err = cp.wait()
+		return err
+	})
+	rec.Resources = &res
+	if err != nil {
+		return failed(rec, err)
+	}
+	n := b.shardMan.TotalSize()
+	rec.Seconds, rec.Bytes, rec.MBps = d.Seconds(), n, MBps(n, d)
+	if err := shard.Verify(filepath.Join(dst, shardPrefix), b.shardMan); err != nil {
+		return failed(rec, err)
+	}
+	rec.Verified = true
+	return []Record{rec}, nil
+}
+
+// Case 4: the random reads while cp -r copies the shard in another process.
+func (b *bench) randomBesideCopy(ctx context.Context) ([]Record, error) {
+	rec := Record{System: sysSegfs, Case: caseRandomBusy,
+		What: fmt.Sprintf("cold: the %d preads of %s while cp -r copies the shard out of the same mount; MB/s is the copy's", len(b.offsets), b.rnd.Key)}
+	cacheDir, err := b.freshCache()
+	if err != nil {
+		return failed(rec, err)
+	}
+	defer os.RemoveAll(cacheDir)
+	dst, err := os.MkdirTemp(b.work, "copy-")
+	if err != nil {
+		return failed(rec, err)
+	}
+	defer os.RemoveAll(dst)
+	var lat []time.Duration
+	var during int
+	var d time.Duration
+	res, err := b.mounted(ctx, mountOpts{cacheDir: cacheDir, prep: b.shardObjs}, func(ctx context.Context, m *harness.Mount, mnt string) error {
+		cp, err := startCopy(ctx, filepath.Join(mnt, shardPrefix), filepath.Join(dst, shardPrefix))
+		if err != nil {
+			return err
+		}
+		// Start the reads once the copy is streaming.
+		if err := waitRead(ctx, m, partSize, cp.done); err != nil {
+			cp.wait()
+			return err
+		}
+		lat, during, err = randomReads(ctx, filepath.Join(mnt, filepath.FromSlash(b.rnd.Key)), b.offsets, b.cfg.readSize, b.want, cp.done)
+		var cerr error
+		d, cerr = cp.wait()
+		return errors.Join(err, cerr)
+	})
+	rec.Resources = &res
+	if err != nil {
+		return failed(rec, err)
+	}
+	n := b.shardMan.TotalSize()
+	l := Summarize(lat)
+	rec.Seconds, rec.Bytes, rec.MBps, rec.Latency = d.Seconds(), n, MBps(n, d), &l
+	rec.Note = fmt.Sprintf("%d of %d preads finished while the copy was running", during, len(lat))
+	if err := shard.Verify(filepath.Join(dst, shardPrefix), b.shardMan); err != nil {
+		return failed(rec, err)
+	}
+	rec.Verified = true
+	return []Record{rec}, nil
+}
+
+// waitRead waits until segfs has served at least n bytes, or stop is
+// closed, or 30 s have passed.
+func waitRead(ctx context.Context, m *harness.Mount, n int64, stop <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st, err := m.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if st["read_bytes"] >= n {
+			return nil
+		}
+		select {
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the copy to start: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Case 5: after cases 1 and 3, remount (on their disk cache, if segfs
+// has one), drop the page cache and read the same again.
+func (b *bench) warmReads(ctx context.Context) ([]Record, error) {
+	note := "segfs has no disk cache yet (parts are kept in memory only), so these reads are cold again"
+	if b.warmable {
+		note = fmt.Sprintf("remounted with %s holding what cases 1 and 3 fetched; page cache dropped", cacheDirFlag)
+	}
+	seq := Record{System: sysSegfs, Case: caseWarmSeq, Note: note,
+		What: fmt.Sprintf("warm: sequential read of %s after unmount, remount and dropping the page cache", b.big.Key)}
+	recs, err := b.seqReadWith(ctx, seq, b.warmDir)
+	if err != nil && (ctx.Err() != nil || !b.cfg.keepGoing) {
+		return recs, err
+	}
+	rnd := Record{System: sysSegfs, Case: caseWarmRandom, Note: note,
+		What: fmt.Sprintf("warm: the %d preads of %s after unmount, remount and dropping the page cache", len(b.offsets), b.rnd.Key)}
+	more, err2 := b.randomReadsWith(ctx, rnd, b.warmDir)
+	recs = append(recs, more...)
+	local, err3 := b.localReads(ctx)
+	return append(recs, local...), errors.Join(err, err2, err3)
+}
+
+// localReads is case 5's baseline: the same sequential read and preads of
+// the local copies of the files, page cache dropped first, no FUSE.
+func (b *bench) localReads(ctx context.Context) ([]Record, error) {
+	seq := Record{System: sysLocal, Case: caseWarmSeq, What: "sequential read of the local copy of " + b.big.Key + ", page cache dropped"}
+	if err := b.dropLocal(); err != nil {
+		return failed(seq, err)
+	}
+	n, d, err := seqRead(ctx, b.big.Local, b.big.Size, b.big.SHA256)
+	if err != nil {
+		return failed(seq, err)
+	}
+	seq.Seconds, seq.Bytes, seq.MBps, seq.Verified = d.Seconds(), n, MBps(n, d), true
+	rnd := Record{System: sysLocal, Case: caseWarmRandom, What: "the same preads of the local copy of " + b.rnd.Key + ", page cache dropped"}
+	if err := b.dropLocal(); err != nil {
+		return failed(rnd, err)
+	}
+	start := time.Now()
+	lat, _, err := randomReads(ctx, b.rnd.Local, b.offsets, b.cfg.readSize, b.want, nil)
+	if err != nil {
+		return failed(rnd, err)
+	}
+	l := Summarize(lat)
+	rnd.Seconds, rnd.Bytes, rnd.Latency, rnd.Verified = time.Since(start).Seconds(), int64(len(lat)*b.cfg.readSize), &l, true
+	return []Record{seq, rnd}, nil
+}
+
+// dropLocal drops the page cache (as root) so a local read comes from
+// the disk, as segfs's warm reads come from its disk cache.
+func (b *bench) dropLocal() error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	return dropCaches()
+}
+
+// resourcesRecord is case 6: the resources segfs used during case 2.
+func (b *bench) resourcesRecord(recs []Record) []Record {
+	for _, r := range recs {
+		if r.System == sysSegfs && r.Case == caseCopy && r.Resources != nil {
+			return []Record{{
+				System: sysSegfs, Case: caseResources, What: "segfs process during case 2: peaks from /proc/PID/status and /stats every " + sampleEvery.String() + ", counter deltas",
+				Seconds: r.Seconds, Bytes: r.Bytes, MBps: r.MBps, Resources: r.Resources, Verified: r.Verified, Error: r.Error, LoadAfter: r.LoadAfter,
+			}}
+		}
+	}
+	return nil
+}
+
+func (b *bench) print(recs []Record) {
+	fmt.Println()
+	fmt.Printf("results (profile %s; MB = 10^6 bytes; \"vs\" columns are ratios to the baselines of this run;\nload = 1-minute load average as the case ended, on %d CPUs)\n\n", b.cfg.profile.Name, runtime.NumCPU())
+	WriteTable(os.Stdout, recs)
+	fmt.Println()
+	fmt.Println("segfs resources per case (case 6 = the row of case 2)")
+	fmt.Println()
+	WriteResources(os.Stdout, recs)
+	fmt.Println()
+	fmt.Println("notes")
+	WriteNotes(os.Stdout, recs)
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestRandomOffsets(t *testing.T) {
+	a := randomOffsets(1, 200, 10<<20, 4096)
+	if !slices.Equal(a, randomOffsets(1, 200, 10<<20, 4096)) {
+		t.Fatal("same seed, other offsets")
+	}
+	if slices.Equal(a, randomOffsets(2, 200, 10<<20, 4096)) {
+		t.Fatal("other seed, same offsets")
+	}
+	for _, off := range a {
+		if off < 0 || off+4096 > 10<<20 {
+			t.Fatalf("offset %d: read would leave the file", off)
+		}
+	}
+	for _, off := range randomOffsets(1, 10, 4096, 4096) {
+		if off != 0 {
+			t.Fatalf("file of one read size: offset %d", off)
+		}
+	}
+}
+
+// TestLocalReads runs the read helpers on a local file, the way the cases
+// run them on the mount.
+func TestLocalReads(t *testing.T) {
+	data := make([]byte, 3<<20+17)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	n, _, err := seqRead(context.Background(), path, int64(len(data)), hex.EncodeToString(sum[:]))
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("seqRead = %d, %v", n, err)
+	}
+	if _, _, err := seqRead(context.Background(), path, int64(len(data)), "00"); err == nil {
+		t.Error("seqRead with a wrong hash succeeded")
+	}
+
+	offs := randomOffsets(3, 50, int64(len(data)), 4096)
+	want, err := expectedAt(path, offs, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lat, during, err := randomReads(context.Background(), path, offs, 4096, want, nil)
+	if err != nil || len(lat) != 50 || during != 50 {
+		t.Fatalf("randomReads = %d latencies, %d during, %v", len(lat), during, err)
+	}
+	busy := make(chan struct{})
+	close(busy)
+	if _, during, _ := randomReads(context.Background(), path, offs, 4096, want, busy); during != 0 {
+		t.Errorf("reads after the copy ended counted as during it: %d", during)
+	}
+	want[3][0] ^= 1
+	if _, _, err := randomReads(context.Background(), path, offs, 4096, want, nil); err == nil {
+		t.Error("randomReads with wrong expected bytes succeeded")
+	}
+}
+
+func TestSpans(t *testing.T) {
+	got := spans([]object{{Key: "a", Size: 20}, {Key: "b", Size: 8}, {Key: "c", Size: 0}}, 8)
+	want := []span{{"a", 0, 8}, {"a", 8, 8}, {"a", 16, 4}, {"b", 0, 8}}
+	if !slices.Equal(got, want) {
+		t.Errorf("spans = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// procStatus is what the bench reads from /proc/PID/status.
+type procStatus struct {
+	Threads int64 // OS threads
+	VmRSS   int64 // resident set now, bytes
+	VmHWM   int64 // peak resident set since the process started, bytes
+}
+
+// parseProcStatus reads the Threads, VmRSS and VmHWM lines of a
+// /proc/PID/status text (proc(5)); the memory figures are in kB there.
+func parseProcStatus(r io.Reader) (procStatus, error) {
+	var st procStatus
+	seen := 0
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		var dst *int64
+		mult := int64(1)
+		switch key {
+		case "Threads":
+			dst = &st.Threads
+		case "VmRSS":
+			dst, mult = &st.VmRSS, 1024
+		case "VmHWM":
+			dst, mult = &st.VmHWM, 1024
+		default:
+			continue
+		}
+		f := strings.Fields(val)
+		if len(f) == 0 {
+			return procStatus{}, fmt.Errorf("proc status: empty %s", key)
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return procStatus{}, fmt.Errorf("proc status: %s: %w", key, err)
+		}
+		*dst = n * mult
+		seen++
+	}
+	if err := sc.Err(); err != nil {
+		return procStatus{}, fmt.Errorf("proc status: %w", err)
+	}
+	if seen < 3 {
+		return procStatus{}, fmt.Errorf("proc status: found %d of Threads, VmRSS, VmHWM", seen)
+	}
+	return st, nil
+}
+
+func readProcStatus(pid int) (procStatus, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return procStatus{}, err
+	}
+	defer f.Close()
+	return parseProcStatus(f)
+}
+
+// Resources are the peaks of a segfs process during one case, and what it
+// fetched against what it served.
+type Resources struct {
+	PeakGoroutines int64 `json:"peak_goroutines"`
+	PeakThreads    int64 `json:"peak_threads"`
+	// PeakRSSBytes is the larger of the sampled VmRSS peak and the
+	// kernel's VmHWM (the process was started fresh for the case).
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	PeakHeap     int64 `json:"peak_heap_bytes"`
+	Samples      int   `json:"samples"`
+	// Deltas of segfs's counters over the case.
+	Gets      int64 `json:"gets"`
+	GetBytes  int64 `json:"get_bytes"`
+	ReadBytes int64 `json:"read_bytes"` // bytes segfs returned to reads
+}
+
+// statsFunc fetches the mount's counters (harness.Mount.Stats).
+type statsFunc func(context.Context) (map[string]int64, error)
+
+// sampler polls a segfs process's /proc status and /stats on a ticker
+// until Stop. Its peaks are guarded by mu.
+type sampler struct {
+	// Immutable after startSampler.
+	pid    int
+	stats  statsFunc
+	cancel context.CancelFunc
+	done   chan struct{}
+	before map[string]int64
+
+	mu      sync.Mutex
+	res     Resources // guarded by mu
+	lastErr error     // guarded by mu
+}
+
+// startSampler takes a first reading of the counters and starts polling
+// every interval. Stop must be called.
+func startSampler(ctx context.Context, pid int, stats statsFunc, interval time.Duration) (*sampler, error) {
+	before, err := stats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sampler: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &sampler{pid: pid, stats: stats, cancel: cancel, done: make(chan struct{}), before: before}
+	s.sample(ctx)
+	go s.loop(ctx, interval)
+	return s, nil
+}
+
+func (s *sampler) loop(ctx context.Context, interval time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sample(ctx)
+		}
+	}
+}
+
+func (s *sampler) sample(ctx context.Context) {
+	st, perr := readProcStatus(s.pid)
+	callCtx, cancel := context.WithTimeout(ctx, time.Second)
+	stats, serr := s.stats(callCtx)
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if perr == nil {
+		s.res.PeakThreads = max(s.res.PeakThreads, st.Threads)
+		s.res.PeakRSSBytes = max(s.res.PeakRSSBytes, st.VmRSS, st.VmHWM)
+	} else {
+		s.lastErr = perr
+	}
+	if serr == nil {
+		s.res.PeakGoroutines = max(s.res.PeakGoroutines, stats["goroutines"])
+		s.res.PeakHeap = max(s.res.PeakHeap, stats["heap_bytes"])
+	} else if ctx.Err() == nil {
+		s.lastErr = serr
+	}
+	if perr == nil && serr == nil {
+		s.res.Samples++
+	}
+}
+
+// Stop ends the polling, takes a last reading and returns the peaks and
+// counter deltas. An error means the last counters could not be read; the
+// peaks are still returned.
+func (s *sampler) Stop(ctx context.Context) (Resources, error) {
+	s.cancel()
+	<-s.done
+	s.sample(ctx)
+	after, err := s.stats(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := s.res
+	if err != nil {
+		return res, fmt.Errorf("sampler: %w", err)
+	}
+	res.Gets = after["gets"] - s.before["gets"]
+	res.GetBytes = after["get_bytes"] - s.before["get_bytes"]
+	res.ReadBytes = after["read_bytes"] - s.before["read_bytes"]
+	if res.Samples == 0 && s.lastErr != nil {
+		return res, fmt.Errorf("sampler: no sample succeeded: %w", s.lastErr)
+	}
+	return res, nil
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const statusSample = `Name:	segfs
+Umask:	0022
+State:	S (sleeping)
+Tgid:	4242
+VmPeak:	 1300000 kB
+VmSize:	 1290000 kB
+VmHWM:	  180224 kB
+VmRSS:	  150000 kB
+RssAnon:	  140000 kB
+Threads:	23
+SigQ:	0/95000
+`
+
+func TestParseProcStatus(t *testing.T) {
+	got, err := parseProcStatus(strings.NewReader(statusSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := procStatus{Threads: 23, VmRSS: 150000 * 1024, VmHWM: 180224 * 1024}
+	if got != want {
+		t.Errorf("parseProcStatus = %+v, want %+v", got, want)
+	}
+	if _, err := parseProcStatus(strings.NewReader("Name:\tx\nThreads:\t3\n")); err == nil {
+		t.Errorf("parseProcStatus without VmRSS and VmHWM succeeded")
+	}
+	if _, err := parseProcStatus(strings.NewReader("Threads:\tmany\nVmRSS:\t1 kB\nVmHWM:\t1 kB\n")); err == nil {
+		t.Errorf("parseProcStatus with a bad number succeeded")
+	}
+}
+
+func TestReadProcStatusSelf(t *testing.T) {
+	st, err := readProcStatus(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Threads < 1 || st.VmRSS <= 0 || st.VmHWM < st.VmRSS {
+		t.Errorf("own status implausible: %+v", st)
+	}
+}
+
+// fakeStats serves counters that the test moves forward.
+type fakeStats struct {
+	mu    sync.Mutex
+	stats map[string]int64
+	err   error
+}
+
+func (f *fakeStats) get(ctx context.Context) (map[string]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := make(map[string]int64, len(f.stats))
+	for k, v := range f.stats {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (f *fakeStats) set(k string, v int64) {
+	f.mu.Lock()
+	f.stats[k] = v
+	f.mu.Unlock()
+}
+
+func TestSamplerPeaksAndDeltas(t *testing.T) {
+	f := &fakeStats{stats: map[string]int64{"gets": 5, "get_bytes": 100, "read_bytes": 40, "goroutines": 10, "heap_bytes": 1}}
+	s, err := startSampler(context.Background(), os.Getpid(), f.get, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stop takes a last sample, so these count even if no tick came.
+	f.set("gets", 7)
+	f.set("get_bytes", 1100)
+	f.set("read_bytes", 540)
+	f.set("goroutines", 99)
+	res, err := s.Stop(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PeakGoroutines != 99 || res.Gets != 2 || res.GetBytes != 1000 || res.ReadBytes != 500 {
+		t.Errorf("resources = %+v", res)
+	}
+	if res.PeakThreads < 1 || res.PeakRSSBytes <= 0 || res.Samples < 2 {
+		t.Errorf("no process figures: %+v", res)
+	}
+}
+
+func TestSamplerFailsWithoutStats(t *testing.T) {
+	f := &fakeStats{err: errors.New("connection refused")}
+	if _, err := startSampler(context.Background(), os.Getpid(), f.get, time.Millisecond); err == nil {
+		t.Fatal("startSampler with failing stats succeeded")
+	}
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Systems measured.
+const (
+	sysSegfs     = "segfs"
+	sysSegfsAll  = "segfs-prefetch-all"
+	sysLocal     = "local-file"
+	sysFileBased = "file-based"
+	sysLimit     = "limit"
+	sysSingleGet = "single-get"
+)
+
+// Cases, in the order they are reported. Baselines carry the id of the
+// case they are the reference for.
+const (
+	caseSeqRead    = "1-cold-seq-read"
+	caseCopy       = "2-cold-recovery-copy"
+	caseRandom     = "3-cold-random-reads"
+	caseRandomBusy = "4-random-beside-copy"
+	caseWarmSeq    = "5-warm-seq-read"
+	caseWarmRandom = "5-warm-random-reads"
+	caseResources  = "6-resources-during-copy"
+)
+
+// caseOrder and systemOrder sort the records for the table and the file.
+var (
+	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources}
+	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll}
+)
+
+// SortRecords orders records by case, baselines before segfs within a
+// case. Unknown names go last; the sort is stable.
+func SortRecords(recs []Record) {
+	rank := func(list []string, s string) int {
+		if i := slices.Index(list, s); i >= 0 {
+			return i
+		}
+		return len(list)
+	}
+	slices.SortStableFunc(recs, func(a, b Record) int {
+		if c := cmp.Compare(rank(caseOrder, a.Case), rank(caseOrder, b.Case)); c != 0 {
+			return c
+		}
+		return cmp.Compare(rank(systemOrder, a.System), rank(systemOrder, b.System))
+	})
+}
+
+// Record is one measured (system, case) pair, as written to the JSON file.
+type Record struct {
+	System  string  `json:"system"`
+	Case    string  `json:"case"`
+	What    string  `json:"what"`
+	Seconds float64 `json:"seconds,omitempty"`
+	Bytes   int64   `json:"bytes,omitempty"`
+	MBps    float64 `json:"mb_per_s,omitempty"`
+	// Latency summarises per-read latencies (random reads).
+	Latency *Latencies `json:"latency,omitempty"`
+	// Throughput ratios: this record's MB/s over the baseline's. Against
+	// file-based it is a speedup; against limit, the fraction of the best
+	// the remote allows.
+	RatioFileBased *float64 `json:"ratio_to_file_based,omitempty"`
+	RatioLimit     *float64 `json:"ratio_to_limit,omitempty"`
+	// RatioLocal is a warm case's MB/s, or p99 latency, over the local
+	// file's (case 5); for latency above 1 is slower.
+	RatioLocal *float64 `json:"ratio_to_local_file,omitempty"`
+	// Latency ratios: this record's p50 and p99 over the single ranged
+	// GET's (above 1 is slower).
+	RatioP50 *float64 `json:"p50_ratio_to_single_get,omitempty"`
+	RatioP99 *float64 `json:"p99_ratio_to_single_get,omitempty"`
+	// Resources of the segfs process during the case.
+	Resources *Resources `json:"resources,omitempty"`
+	Verified  bool       `json:"verified"`
+	// LoadAfter is the machine's 1-minute load average when the case
+	// ended: the bench's own processes count, and so does other work.
+	LoadAfter string `json:"loadavg_1m_after,omitempty"`
+	Note      string `json:"note,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Results is the whole JSON file.
+type Results struct {
+	Date      time.Time      `json:"date"`
+	Args      []string       `json:"args"`
+	Profile   string         `json:"profile"`
+	Quick     bool           `json:"quick"`
+	Machine   Machine        `json:"machine"`
+	Segfs     SegfsInfo      `json:"segfs"`
+	Shard     ShardInfo      `json:"shard"`
+	Sanity    []SanityResult `json:"shaping_check,omitempty"`
+	Records   []Record       `json:"records"`
+	Errors    []string       `json:"errors,omitempty"`
+	MBDefined string         `json:"mb_definition"`
+}
+
+// SegfsInfo identifies the binary measured and how it was mounted.
+type SegfsInfo struct {
+	Path       string   `json:"path"`
+	SHA256     string   `json:"sha256"`
+	MaxFetches int      `json:"max_fetches"`
+	PartSize   string   `json:"part_size"`
+	ExtraArgs  []string `json:"extra_args,omitempty"`
+}
+
+// ShardInfo describes the data a run used.
+type ShardInfo struct {
+	Seed             int64  `json:"seed"`
+	Files            int    `json:"files"`
+	Bytes            int64  `json:"bytes"`
+	BigFile          string `json:"big_file"`
+	BigFileBytes     int64  `json:"big_file_bytes"`
+	RandomFile       string `json:"random_reads_file"`
+	RandomFileBytes  int64  `json:"random_reads_file_bytes"`
+	JSONStoredFields bool   `json:"json_stored_fields"`
+}
+
+// FormatRatio renders a ratio as "2.31x", with more digits when small and
+// "-" when it is missing.
+func FormatRatio(r *float64) string {
+	switch {
+	case r == nil || math.IsNaN(*r) || math.IsInf(*r, 0):
+		return "-"
+	case *r >= 100:
+		return fmt.Sprintf("%.0fx", *r)
+	case *r >= 10:
+		return fmt.Sprintf("%.1fx", *r)
+	case *r >= 0.1:
+		return fmt.Sprintf("%.2fx", *r)
+	default:
+		return fmt.Sprintf("%.3fx", *r)
+	}
+}
+
+func formatFloat(v float64, digits int) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f", digits, v)
+}
+
+// WriteTable writes the records as an aligned table.
+func WriteTable(w io.Writer, recs []Record) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tsystem\tseconds\tMB/s\tp50 ms\tp99 ms\tmax ms\tvs file-based\tvs limit\tp50 vs GET\tp99 vs GET\tvs local\tload\t")
+	prev := ""
+	for _, r := range recs {
+		if r.Case == caseResources {
+			continue
+		}
+		c := r.Case
+		if c == prev {
+			c = ""
+		}
+		prev = r.Case
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t\n", c, r.System)
+			continue
+		}
+		var p50, p99, mx string
+		if r.Latency != nil {
+			p50, p99, mx = formatFloat(r.Latency.P50, 1), formatFloat(r.Latency.P99, 1), formatFloat(r.Latency.Max, 1)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			c, r.System, formatFloat(r.Seconds, 2), formatFloat(r.MBps, 1), p50, p99, mx,
+			FormatRatio(r.RatioFileBased), FormatRatio(r.RatioLimit), FormatRatio(r.RatioP50), FormatRatio(r.RatioP99), FormatRatio(r.RatioLocal), r.LoadAfter)
+	}
+	return tw.Flush()
+}
+
+// WriteResources writes the resource figures of the records that have them.
+func WriteResources(w io.Writer, recs []Record) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tpeak goroutines\tpeak threads\tpeak RSS MiB\tpeak heap MiB\tGETs\tfetched MB\tserved MB\tfetched/served\t")
+	for _, r := range recs {
+		if r.Resources == nil || r.Case == caseResources {
+			continue
+		}
+		res := r.Resources
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%d\t%.1f\t%.1f\t%s\t\n",
+			r.Case, res.PeakGoroutines, res.PeakThreads, float64(res.PeakRSSBytes)/(1<<20), float64(res.PeakHeap)/(1<<20),
+			res.Gets, float64(res.GetBytes)/1e6, float64(res.ReadBytes)/1e6, FormatRatio(Ratio(float64(res.GetBytes), float64(res.ReadBytes))))
+	}
+	return tw.Flush()
+}
+
+// WriteNotes writes each record's note and error, numbered by case.
+func WriteNotes(w io.Writer, recs []Record) {
+	for _, r := range recs {
+		if r.Note != "" {
+			fmt.Fprintf(w, "  %s %s: %s\n", r.Case, r.System, r.Note)
+		}
+		if r.Error != "" {
+			fmt.Fprintf(w, "  %s %s: ERROR: %s\n", r.Case, r.System, firstLine(r.Error))
+		}
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}
+
+// writeJSON writes res to path atomically, creating its directory.
+func writeJSON(path string, res Results) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+// throughputRef names the case whose file-based and limit records a case's
+// MB/s is compared with; latencyRef, the case whose single-get record its
+// latencies are compared with.
+var (
+	throughputRef = map[string]string{
+		caseSeqRead:    caseSeqRead,
+		caseWarmSeq:    caseSeqRead,
+		caseCopy:       caseCopy,
+		caseRandomBusy: caseCopy,
+		caseResources:  caseCopy,
+	}
+	latencyRef = map[string]string{
+		caseRandom:     caseRandom,
+		caseRandomBusy: caseRandom,
+		caseWarmRandom: caseRandom,
+	}
+)
+
+// ApplyRatios fills in every record's ratios to the baselines of the same
+// run. A failed or missing baseline leaves the ratio missing.
+func ApplyRatios(recs []Record) {
+	find := func(system, c string) *Record {
+		for i := range recs {
+			if recs[i].System == system && recs[i].Case == c && recs[i].Error == "" {
+				return &recs[i]
+			}
+		}
+		return nil
+	}
+	for i := range recs {
+		r := &recs[i]
+		if r.Error != "" {
+			continue
+		}
+		if ref, ok := throughputRef[r.Case]; ok && r.MBps > 0 {
+			if fb := find(sysFileBased, ref); fb != nil && r.System != sysFileBased {
+				r.RatioFileBased = Ratio(r.MBps, fb.MBps)
+			}
+			if l := find(sysLimit, ref); l != nil && r.System != sysLimit {
+				r.RatioLimit = Ratio(r.MBps, l.MBps)
+			}
+		}
+		if l := find(sysLocal, r.Case); l != nil && r.System != sysLocal {
+			switch {
+			case r.MBps > 0 && l.MBps > 0:
+				r.RatioLocal = Ratio(r.MBps, l.MBps)
+			case r.Latency != nil && l.Latency != nil:
+				r.RatioLocal = Ratio(r.Latency.P99, l.Latency.P99)
+			}
+		}
+		if ref, ok := latencyRef[r.Case]; ok && r.Latency != nil && r.System != sysSingleGet {
+			if g := find(sysSingleGet, ref); g != nil && g.Latency != nil {
+				r.RatioP50 = Ratio(r.Latency.P50, g.Latency.P50)
+				r.RatioP99 = Ratio(r.Latency.P99, g.Latency.P99)
+			}
+		}
+	}
+}
