@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ReadAt copies bytes of the part named by k, from off (relative to the
@@ -305,4 +307,21 @@ func preadFull(fd int, p []byte, off int64) error {
 		p, off = p[n:], off+int64(n)
 	}
 	return nil
+}
+
+// WillNeed asks the kernel to start reading the part's file into the page
+// cache, if the part is cached, and returns without waiting. A reader that
+// will soon read the part sequentially calls it: each ReadAt opens the
+// file afresh, so the kernel's own readahead never builds up across them.
+func (c *Cache) WillNeed(k Key) {
+	if k.validate() != nil || !c.begin() {
+		return
+	}
+	defer c.ops.Done()
+	fd, err := openRead(k.id().path(c.dir))
+	if err != nil {
+		return
+	}
+	_ = unix.Fadvise(fd, 0, 0, unix.FADV_WILLNEED)
+	syscall.Close(fd)
 }

@@ -27,6 +27,7 @@ type partCall struct {
 	refs    int  // the fetch itself until it ends, plus each reader copying
 	kept    bool // data moved to the memory tier; not returned to the pool
 	fetched bool // done is closed and data or err is set
+	demand  bool // started or raised at demand priority: a reader waits on it
 }
 
 // startPart makes sure part idx of obj is in flight at prio or higher,
@@ -40,6 +41,7 @@ func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority
 	}
 	if call := r.inflight[k]; call != nil {
 		task := call.task
+		call.demand = call.demand || prio == prefetch.Demand
 		r.mu.Unlock()
 		if task != nil {
 			r.sched.Raise(task, prio)
@@ -51,11 +53,14 @@ func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority
 		return
 	}
 	r.mu.Unlock()
-	if r.cache.Contains(r.cacheKey(k)) {
+	if ck := r.cacheKey(k); r.cache.Contains(ck) {
+		if prio == prefetch.Readahead {
+			r.cache.WillNeed(ck) // warm the page cache ahead of the reader
+		}
 		return
 	}
 
-	call := &partCall{key: k, obj: obj, done: make(chan struct{}), refs: 1}
+	call := &partCall{key: k, obj: obj, done: make(chan struct{}), refs: 1, demand: prio == prefetch.Demand}
 	r.mu.Lock()
 	if r.closed || r.inflight[k] != nil {
 		r.mu.Unlock()

@@ -25,6 +25,8 @@ type PartCache interface {
 	Put(ctx context.Context, k cache.Key, data []byte) error
 	// Contains reports whether the part is stored.
 	Contains(k cache.Key) bool
+	// WillNeed hints that a stored part will be read soon.
+	WillNeed(k cache.Key)
 }
 
 // Prefetch modes.
@@ -188,8 +190,11 @@ func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, of
 			return nil, fmt.Errorf("read %s [%d,%d): %w", obj.Key, off, end, err)
 		}
 	}
-	for i := last + 1; i <= last+int64(window) && i*ps < obj.Size; i++ {
-		r.startPart(obj, i, prefetch.Readahead)
+	if window > 0 {
+		from, to := seq.ahead(last, int64(window))
+		for i := from; i <= to && i*ps < obj.Size; i++ {
+			r.startPart(obj, i, prefetch.Readahead)
+		}
 	}
 	r.stats.readBytes.Add(int64(len(out)))
 	return out, nil
@@ -197,8 +202,9 @@ func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, of
 
 // readPart fills p with the bytes at off within part idx of obj: from
 // memory, from a part fetch in flight, from the disk cache, or from a new
-// fetch. A small cold read never waits for a whole part to arrive: unless
-// the part's bytes are already here, it is served by a GET of its own
+// fetch. A small cold read does not wait for a whole part that only
+// readahead or background work wants: unless the part's bytes are already
+// here or another reader waits on it too, it is served by a GET of its own
 // range, and the part is queued in the background for the reads after it.
 func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64, small bool) error {
 	k := keyOf(obj, idx)
@@ -215,8 +221,9 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 			return nil
 		}
 		call := r.inflight[k]
-		if call != nil && (!small || call.fetched) {
+		if call != nil && (!small || call.fetched || call.demand) {
 			call.refs++
+			call.demand = true
 			task := call.task
 			r.mu.Unlock()
 			r.stats.joins.Add(1)

@@ -140,6 +140,8 @@ func (c *fakeCache) Put(ctx context.Context, k cache.Key, data []byte) error {
 	return nil
 }
 
+func (c *fakeCache) WillNeed(k cache.Key) {}
+
 func (c *fakeCache) Contains(k cache.Key) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -10,6 +10,7 @@ type Sequence struct {
 	nextOff int64 // where the last read ended
 	window  int   // readahead window in parts; 0 after a seek
 	started bool
+	aheadTo int64 // the last part readahead was issued for; -1 after a seek
 }
 
 // seqSlack is how far a read may start from where the previous one ended
@@ -32,10 +33,25 @@ func (s *Sequence) observe(off, end int64, max int) int {
 	switch {
 	case !sequential:
 		s.window = 0
+		s.aheadTo = -1
 	case s.window == 0:
 		s.window = 1
 	default:
 		s.window = min(2*s.window, max)
 	}
 	return s.window
+}
+
+// ahead returns the parts to issue readahead for after a read that ended
+// in part last with the given window: those in (last, last+window] that
+// earlier reads of this sequence did not already issue. from > to means
+// none.
+func (s *Sequence) ahead(last, window int64) (from, to int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	from, to = max(last+1, s.aheadTo+1), last+window
+	if to > s.aheadTo {
+		s.aheadTo = to
+	}
+	return from, to
 }

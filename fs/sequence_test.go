@@ -1,0 +1,42 @@
+package fs
+
+import "testing"
+
+func TestSequenceWindowAndAhead(t *testing.T) {
+	var s Sequence
+	const max = 8
+	// Sequential reads from the start: the window doubles up to max, and
+	// each part is issued for readahead once.
+	steps := []struct {
+		off, end int64
+		window   int
+		from, to int64 // readahead issued, for a part size of 100
+		last     int64
+	}{
+		{0, 50, 1, 1, 1, 0},
+		{50, 100, 2, 2, 2, 0},
+		{100, 150, 4, 3, 5, 1},
+		{150, 200, 8, 6, 9, 1},
+		{200, 250, 8, 10, 10, 2},
+	}
+	for i, st := range steps {
+		w := s.observe(st.off, st.end, max)
+		if w != st.window {
+			t.Fatalf("step %d: window %d, want %d", i, w, st.window)
+		}
+		from, to := s.ahead(st.last, int64(w))
+		if from != st.from || to != st.to {
+			t.Fatalf("step %d: ahead [%d,%d], want [%d,%d]", i, from, to, st.from, st.to)
+		}
+	}
+	// A seek resets the window and what was issued.
+	if w := s.observe(50<<20, 50<<20+50, max); w != 0 {
+		t.Fatalf("after a seek the window is %d, want 0", w)
+	}
+	if w := s.observe(50<<20+50, 50<<20+100, max); w != 1 {
+		t.Fatalf("sequential after the seek: window %d, want 1", w)
+	}
+	if from, to := s.ahead(50, 1); from != 51 || to != 51 {
+		t.Fatalf("ahead after a seek [%d,%d], want [51,51]", from, to)
+	}
+}
