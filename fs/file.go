@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -44,9 +45,20 @@ func (f *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 	return syscall.EROFS
 }
 
-// fileHandle is one open file: it tracks the access pattern for readahead.
+// fileHandle is one open file: it tracks the access pattern for readahead
+// and keeps the object's cached parts pinned until it is released.
 type fileHandle struct {
-	seq Sequence
+	seq    Sequence
+	node   *fileNode
+	closed sync.Once
+}
+
+var _ = (gofs.FileReleaser)((*fileHandle)(nil))
+
+// Release unpins the object's parts when the kernel drops the handle.
+func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
+	h.closed.Do(func() { h.node.reader.Closed(h.node.obj) })
+	return 0
 }
 
 // Open refuses any access mode but read-only. The object is immutable for
@@ -57,10 +69,11 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND|syscall.O_CREAT) != 0 {
 		return nil, 0, syscall.EROFS
 	}
+	f.reader.Opened(f.obj)
 	if f.reader.Prefetch() != PrefetchNone {
 		f.reader.PrefetchObject(f.obj)
 	}
-	return &fileHandle{}, fuse.FOPEN_KEEP_CACHE, 0
+	return &fileHandle{node: f}, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // Read serves [off, off+len(dest)) of the object, clamped to its size.

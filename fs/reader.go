@@ -27,6 +27,10 @@ type PartCache interface {
 	Contains(k cache.Key) bool
 	// WillNeed hints that a stored part will be read soon.
 	WillNeed(k cache.Key)
+	// Pin and Unpin bracket the time an object's file is open: its parts
+	// are evicted last.
+	Pin(object, etag string)
+	Unpin(object, etag string)
 }
 
 // Prefetch modes.
@@ -136,6 +140,13 @@ func NewReader(store fetcher.Store, pc PartCache, sched *prefetch.Scheduler, cfg
 
 // PartSize returns the part size in use.
 func (r *Reader) PartSize() int64 { return r.cfg.PartSize }
+
+// Opened and Closed bracket an open file of obj: the cache keeps its
+// parts in preference to others', within its bound.
+func (r *Reader) Opened(obj fetcher.Object) { r.cache.Pin(obj.Key, obj.ETag) }
+
+// Closed undoes one Opened.
+func (r *Reader) Closed(obj fetcher.Object) { r.cache.Unpin(obj.Key, obj.ETag) }
 
 // Prefetch returns the prefetch mode in use.
 func (r *Reader) Prefetch() string { return r.cfg.Prefetch }

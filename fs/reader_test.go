@@ -140,7 +140,9 @@ func (c *fakeCache) Put(ctx context.Context, k cache.Key, data []byte) error {
 	return nil
 }
 
-func (c *fakeCache) WillNeed(k cache.Key) {}
+func (c *fakeCache) WillNeed(k cache.Key)      {}
+func (c *fakeCache) Pin(object, etag string)   {}
+func (c *fakeCache) Unpin(object, etag string) {}
 
 func (c *fakeCache) Contains(k cache.Key) bool {
 	c.mu.Lock()
