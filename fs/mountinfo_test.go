@@ -18,6 +18,11 @@ func TestParseMountinfoLine(t *testing.T) {
 			want: MountEntry{Dev: "0:21", Dir: "/proc", FsType: "proc", Source: "proc"},
 			ok:   true,
 		},
+		{
+			line: `100 25 0:52 / /tmp/a\040b\134c rw,nosuid,nodev,relatime - fuse.segfs segfs rw,user_id=0,group_id=0`,
+			want: MountEntry{Dev: "0:52", Dir: `/tmp/a b\c`, FsType: "fuse.segfs", Source: "segfs"},
+			ok:   true,
+		},
 		{line: `garbage`, ok: false},
 	}
 	for _, c := range cases {

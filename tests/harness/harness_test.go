@@ -17,24 +17,6 @@ import (
 	"github.com/segfs/segfs/tests/shard"
 )
 
-func TestParseMountInfoLine(t *testing.T) {
-	for _, tc := range []struct {
-		line       string
-		point, typ string
-		ok         bool
-	}{
-		{`36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`, "/mnt2", "ext3", true},
-		{`100 25 0:52 / /tmp/a\040b\134c rw,nosuid,nodev,relatime - fuse.segfs segfs rw,user_id=0,group_id=0`, `/tmp/a b\c`, "fuse.segfs", true},
-		{`101 25 0:53 / /x rw - fuse s3://b ro`, "/x", "fuse", true},
-		{`garbage`, "", "", false},
-	} {
-		e, ok := parseMountInfoLine(tc.line)
-		if ok != tc.ok || e.Point != tc.point || e.FSType != tc.typ {
-			t.Errorf("parse(%q) = %+v, %v; want point %q type %q, %v", tc.line, e, ok, tc.point, tc.typ, tc.ok)
-		}
-	}
-}
-
 func TestChildEnvDropsAWSSettings(t *testing.T) {
 	t.Setenv("AWS_PROFILE", "real")
 	t.Setenv("VGW_PORT", ":1")
