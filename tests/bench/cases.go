@@ -188,6 +188,19 @@ func tail(s string, n int) string {
 	return s
 }
 
+// copyDirs returns an empty cache directory for a cold mount and an empty
+// destination for a copy out of it, and a cleanup that removes both.
+func (b *bench) copyDirs() (cacheDir, dst string, cleanup func(), err error) {
+	if cacheDir, err = b.freshCache(); err != nil {
+		return "", "", nil, err
+	}
+	if dst, err = os.MkdirTemp(b.work, "copy-"); err != nil {
+		os.RemoveAll(cacheDir)
+		return "", "", nil, err
+	}
+	return cacheDir, dst, func() { os.RemoveAll(cacheDir); os.RemoveAll(dst) }, nil
+}
+
 // freshCache returns an empty directory for a cold mount's disk cache.
 func (b *bench) freshCache() (string, error) {
 	return os.MkdirTemp(b.work, "segfs-cache-")
@@ -265,16 +278,11 @@ func (b *bench) recoveryCopyAll(ctx context.Context) ([]Record, error) {
 }
 
 func (b *bench) recoveryCopyWith(ctx context.Context, rec Record, mo mountOpts) ([]Record, error) {
-	cacheDir, err := b.freshCache()
+	cacheDir, dst, cleanup, err := b.copyDirs()
 	if err != nil {
 		return failed(rec, err)
 	}
-	defer os.RemoveAll(cacheDir)
-	dst, err := os.MkdirTemp(b.work, "copy-")
-	if err != nil {
-		return failed(rec, err)
-	}
-	defer os.RemoveAll(dst)
+	defer cleanup()
 	var d time.Duration
 	mo.cacheDir = cacheDir
 	res, err := b.mounted(ctx, mo, func(ctx context.Context, m *harness.Mount, mnt string) error {
@@ -306,16 +314,11 @@ func (b *bench) recoveryCopyWith(ctx context.Context, rec Record, mo mountOpts) 
 func (b *bench) randomBesideCopy(ctx context.Context) ([]Record, error) {
 	rec := Record{System: sysSegfs, Case: caseRandomBusy,
 		What: fmt.Sprintf("cold: the %d preads of %s while cp -r copies the shard out of the same mount; MB/s is the copy's", len(b.offsets), b.rnd.Key)}
-	cacheDir, err := b.freshCache()
+	cacheDir, dst, cleanup, err := b.copyDirs()
 	if err != nil {
 		return failed(rec, err)
 	}
-	defer os.RemoveAll(cacheDir)
-	dst, err := os.MkdirTemp(b.work, "copy-")
-	if err != nil {
-		return failed(rec, err)
-	}
-	defer os.RemoveAll(dst)
+	defer cleanup()
 	var lat []time.Duration
 	var during int
 	var d time.Duration
