@@ -12,13 +12,16 @@ import (
 	"github.com/segfs/segfs/fetcher"
 )
 
-// fileNode is one remote object shown as a read-only regular file.
+// fileNode is one remote object shown as a read-only regular file: its
+// bytes, or for a seekable zstd object its decompressed bytes.
 type fileNode struct {
 	gofs.Inode
 
 	// Immutable after construction.
-	obj    fetcher.Object
+	entry  Entry
+	obj    fetcher.Object // entry.Obj
 	reader *Reader
+	frames *FrameReader // serves entries with a seek table
 	log    *slog.Logger
 }
 
@@ -34,7 +37,7 @@ const blockSize = 4096
 func (f *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = fuse.S_IFREG | 0o444
 	out.Nlink = 1
-	out.Size = uint64(f.obj.Size)
+	out.Size = uint64(f.entry.Size())
 	out.Blksize = blockSize
 	out.Blocks = (out.Size + 511) / 512
 	out.SetTimes(nil, &f.obj.ModTime, &f.obj.ModTime)
@@ -82,7 +85,13 @@ func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	if h, ok := fh.(*fileHandle); ok {
 		seq = &h.seq
 	}
-	data, err := f.reader.ReadAt(ctx, f.obj, dest, off, seq)
+	var data []byte
+	var err error
+	if f.entry.Table != nil {
+		data, err = f.frames.ReadAt(ctx, f.entry, dest, off, seq)
+	} else {
+		data, err = f.reader.ReadAt(ctx, f.obj, dest, off, seq)
+	}
 	if err != nil {
 		return nil, toErrno(f.log, "read", f.obj.Key, err)
 	}

@@ -10,8 +10,6 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-
-	"github.com/segfs/segfs/fetcher"
 )
 
 // Root is the root directory of a segfs mount. Build it with NewRoot and
@@ -20,43 +18,46 @@ type Root struct {
 	dirNode
 
 	// Immutable after construction.
-	objects []fetcher.Object
+	entries []Entry
 	reader  *Reader
+	frames  *FrameReader
 	log     *slog.Logger
 }
 
 var _ = (gofs.NodeOnAdder)((*Root)(nil))
 
-// NewRoot returns the root of a tree holding objects, served by reader.
-// The objects' keys become paths; every prefix ending in "/" becomes a
-// directory. A key that is also a directory's name, or that is not a clean
-// relative path, is skipped with a warning: no key can escape the mount.
-func NewRoot(objects []fetcher.Object, reader *Reader, log *slog.Logger) *Root {
+// NewRoot returns the root of a tree holding entries, served by reader
+// (and frames, for seekable zstd entries). The entries' names become
+// paths; every prefix ending in "/" becomes a directory. A name that is
+// also a directory's, or that is not a clean relative path, is skipped
+// with a warning: no key can escape the mount.
+func NewRoot(entries []Entry, reader *Reader, frames *FrameReader, log *slog.Logger) *Root {
 	if log == nil {
 		log = slog.Default()
 	}
 	return &Root{
 		dirNode: dirNode{mtime: time.Now()},
-		objects: objects,
+		entries: entries,
 		reader:  reader,
+		frames:  frames,
 		log:     log,
 	}
 }
 
 // OnAdd builds the whole tree once, with persistent inodes.
 func (r *Root) OnAdd(ctx context.Context) {
-	dirs := dirSet(r.objects)
-	for _, obj := range r.objects {
-		if !validKey(obj.Key) {
-			r.log.Warn("skipping object with an unusable name", "key", obj.Key)
+	dirs := dirSet(r.entries)
+	for _, e := range r.entries {
+		if !validKey(e.Name) {
+			r.log.Warn("skipping object with an unusable name", "key", e.Obj.Key)
 			continue
 		}
-		if dirs[obj.Key] {
-			r.log.Warn("skipping object whose name is also a directory", "key", obj.Key)
+		if dirs[e.Name] {
+			r.log.Warn("skipping object whose name is also a directory", "key", e.Obj.Key)
 			continue
 		}
 		parent := &r.Inode
-		dir, base := path.Split(obj.Key)
+		dir, base := path.Split(e.Name)
 		for _, name := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
 			if name == "" {
 				continue
@@ -69,16 +70,16 @@ func (r *Root) OnAdd(ctx context.Context) {
 			}
 			parent = child
 		}
-		node := &fileNode{obj: obj, reader: r.reader, log: r.log}
+		node := &fileNode{entry: e, obj: e.Obj, reader: r.reader, frames: r.frames, log: r.log}
 		parent.AddChild(base, parent.NewPersistentInode(ctx, node, gofs.StableAttr{}), false)
 	}
 }
 
-// dirSet returns the set of every directory path implied by the keys.
-func dirSet(objects []fetcher.Object) map[string]bool {
+// dirSet returns the set of every directory path implied by the names.
+func dirSet(entries []Entry) map[string]bool {
 	dirs := make(map[string]bool)
-	for _, obj := range objects {
-		for dir := path.Dir(obj.Key); dir != "." && dir != "/"; dir = path.Dir(dir) {
+	for _, e := range entries {
+		for dir := path.Dir(e.Name); dir != "." && dir != "/"; dir = path.Dir(dir) {
 			if dirs[dir] {
 				break
 			}

@@ -33,7 +33,7 @@ type mountCmd struct {
 	PartSize     byteSize      `name:"part-size" default:"8MiB" help:"Size of the aligned parts that are fetched and cached."`
 	MaxFetches   int           `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, for the whole mount: the size of the fetch pool."`
 	Prefetch     string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file); all (every file after mounting, small files first)."`
-	MemoryCache  byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for parts the disk cache cannot take (a full disk)."`
+	MemoryCache  byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames, and for parts the disk cache cannot take (a full disk)."`
 	MaxRead      byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
 	IdleTimeout  time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
 	MetricsAddr  string        `name:"metrics-addr" help:"Serve counters as JSON at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
@@ -124,7 +124,16 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		defer metrics.Close()
 	}
 
-	root := segfs.NewRoot(objects, reader, log)
+	entries, err := segfs.Entries(ctx, store, objects, c.MaxFetches, log)
+	if err != nil {
+		return err
+	}
+	frames, err := segfs.NewFrameReader(reader, int64(c.MemoryCache), log)
+	if err != nil {
+		return err
+	}
+	defer frames.Close()
+	root := segfs.NewRoot(entries, reader, frames, log)
 	server, err := segfs.Mount(c.Mountpoint, root, segfs.MountConfig{
 		FsName:  store.String(),
 		MaxRead: int(c.MaxRead),

@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	seekable "github.com/SaveTheRbtz/zstd-seekable-format-go/pkg"
+
+	"github.com/segfs/segfs/compress"
+	"github.com/segfs/segfs/tests/harness"
+)
+
+// jsonLines returns n bytes of compressible taxi-trip-like JSON lines.
+func jsonLines(seed uint64, n int) []byte {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	var b bytes.Buffer
+	for b.Len() < n {
+		fmt.Fprintf(&b, `{"vendor_id":%d,"pickup":"2015-01-%02dT%02d:%02d:00","passengers":%d,"distance":%.2f,"fare":%.2f,"payment":"%s"}`+"\n",
+			rng.IntN(3), 1+rng.IntN(28), rng.IntN(24), rng.IntN(60), 1+rng.IntN(6), rng.Float64()*20, rng.Float64()*80,
+			[]string{"cash", "card", "no_charge"}[rng.IntN(3)])
+	}
+	return b.Bytes()[:n]
+}
+
+// encodeSeekable returns data in the seekable zstd format with frames of
+// frameSize bytes, as segfs push writes it.
+func encodeSeekable(t *testing.T, data []byte, frameSize int) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	if _, _, err := compress.Encode(context.Background(), &out, bytes.NewReader(data), compress.EncoderOptions{FrameSize: frameSize}); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// TestCompressedObjects mounts a mix of raw and seekable zstd objects:
+// each compressed one shows under its name without ".zst" at its logical
+// size and reads byte-exact, sequentially and at random offsets inside
+// and across frames; an object written by another seekable writer (t2sz)
+// reads as the library's reader decodes it.
+func TestCompressedObjects(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	logical := jsonLines(1, 6<<20+12345)
+	raw := randomBytes(101, 3<<20)
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2sz, err := os.ReadFile(filepath.Join(root, "compress", "testdata", "t2sz.zst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2szWant := libDecode(t, t2sz)
+	putObjects(t, srv, bucket, map[string][]byte{
+		"seg/_0.fdt.zst":  encodeSeekable(t, logical, 64<<10),
+		"seg/_0.doc":      raw,
+		"other/t2sz.zst":  t2sz,
+		"other/plain.zst": []byte("not a seekable zstd object"),
+	})
+	m := mountS3(t, srv, "s3://"+bucket, "--part-size", "1MiB")
+
+	for name, want := range map[string]int64{
+		"seg/_0.fdt": int64(len(logical)), "seg/_0.doc": int64(len(raw)),
+		"other/t2sz": int64(len(t2szWant)), "other/plain.zst": 26,
+	} {
+		fi, err := os.Stat(filepath.Join(m.Dir, name))
+		if err != nil {
+			t.Fatalf("stat %s: %v", name, err)
+		}
+		if fi.Size() != want {
+			t.Errorf("%s: size %d, want %d", name, fi.Size(), want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(m.Dir, "seg/_0.fdt.zst")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the compressed object's own name is shown too: %v", err)
+	}
+	for name, want := range map[string][]byte{"seg/_0.fdt": logical, "seg/_0.doc": raw, "other/t2sz": t2szWant} {
+		got, err := os.ReadFile(filepath.Join(m.Dir, name))
+		if err != nil {
+			t.Fatalf("read %s: %v", name, err)
+		}
+		if sha256.Sum256(got) != sha256.Sum256(want) {
+			t.Errorf("%s: contents differ", name)
+		}
+	}
+
+	// Random preads through a fresh mount (cold), starting and ending
+	// inside frames and across frame borders.
+	m2 := mountS3(t, srv, "s3://"+bucket, "--part-size", "1MiB", "--prefetch", "none")
+	f, err := os.OpenFile(filepath.Join(m2.Dir, "seg/_0.fdt"), os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rng := rand.New(rand.NewPCG(5, 5))
+	for i := 0; i < 200; i++ {
+		off := rng.Int64N(int64(len(logical)))
+		if i%4 == 0 {
+			off = int64(rng.IntN(90)+1)*(64<<10) - 2048 // straddles a frame border
+		}
+		off &^= 4095 // O_DIRECT wants aligned offsets and sizes
+		n := 4096 * (1 + rng.IntN(40))
+		if err := comparePread(f, logical, off, n); err != nil {
+			t.Fatalf("pread %d at %d: %v", n, off, err)
+		}
+	}
+}
+
+// TestCompressedCorruptFrame flips a byte inside one frame: reads that
+// touch that frame fail with EIO, reads of the other frames are exact,
+// and the bad frame never turns into bytes.
+func TestCompressedCorruptFrame(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	logical := jsonLines(2, 1<<20)
+	obj := encodeSeekable(t, logical, 64<<10)
+	table, err := compress.ParseSeekTable(obj[len(obj)-int(compress.TailSize(int64(len(obj)))):], int64(len(obj)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := table.Frames[3]
+	obj[bad.CompOff+bad.CompSize/2] ^= 0x40
+	putObjects(t, srv, bucket, map[string][]byte{"_1.fdt.zst": obj})
+	m := mountS3(t, srv, "s3://"+bucket, "--part-size", "1MiB", "--prefetch", "none")
+	f, err := os.OpenFile(filepath.Join(m.Dir, "_1.fdt"), os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for range 2 { // the second time it must not come from a cache either
+		if _, err := f.ReadAt(buf, bad.Off+4096); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("read in the corrupt frame: %v, want EIO", err)
+		}
+	}
+	for _, fr := range []compress.Frame{table.Frames[0], table.Frames[2], table.Frames[4], table.Frames[len(table.Frames)-1]} {
+		if err := comparePread(f, logical, fr.Off, 4096); err != nil {
+			t.Errorf("frame at %d: %v", fr.Off, err)
+		}
+	}
+	if !bytes.Contains([]byte(m.Log()), []byte("frame 3")) {
+		t.Errorf("the log does not name the bad frame:\n%s", m.Log())
+	}
+}
+
+// libDecode decodes a whole seekable zstd object with the format's
+// reference Go reader.
+func libDecode(t *testing.T, obj []byte) []byte {
+	t.Helper()
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	r, err := seekable.NewReader(bytes.NewReader(obj), dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out bytes.Buffer
+	if _, err := out.ReadFrom(r); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
