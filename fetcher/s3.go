@@ -61,21 +61,12 @@ func openS3(ctx context.Context, src Source, cfg Config) (*S3Store, error) {
 // retry backoff with them).
 func newS3Store(ctx context.Context, src Source, cfg Config, optFns ...func(*s3.Options)) (*S3Store, error) {
 	cfg = cfg.withDefaults()
-	awsCfg, err := loadAWSConfig(ctx, src, cfg)
+	client, awsCfg, err := newS3Client(ctx, src, cfg, optFns...)
 	if err != nil {
 		return nil, err
 	}
-	opts := append([]func(*s3.Options){func(o *s3.Options) {
-		if cfg.Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Endpoint)
-		}
-		o.UsePathStyle = cfg.PathStyle
-		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-		o.DisableLogOutputChecksumValidationSkipped = true
-	}}, optFns...)
 	s := &S3Store{
-		client:   s3.NewFromConfig(awsCfg, opts...),
+		client:   client,
 		src:      src,
 		bucket:   src.Bucket,
 		endpoint: cfg.Endpoint,
@@ -91,6 +82,40 @@ func newS3Store(ctx context.Context, src Source, cfg Config, optFns ...func(*s3.
 		return nil, err
 	}
 	return s, nil
+}
+
+// NewS3Client returns an S3 client for src configured as the stores are:
+// the standard AWS configuration chain (AWS_CA_BUNDLE honoured), cfg's
+// region, endpoint and addressing, checksums only where an operation
+// requires them. It checks that the chain yields credentials, not that
+// the bucket exists: Open does that. For writers such as segfs push.
+func NewS3Client(ctx context.Context, source string, cfg Config) (*s3.Client, error) {
+	src, err := ParseSource(source)
+	if err != nil {
+		return nil, err
+	}
+	if src.Scheme != "s3" {
+		return nil, fmt.Errorf("%s: not an s3:// source", src)
+	}
+	client, _, err := newS3Client(ctx, src, cfg.withDefaults())
+	return client, err
+}
+
+func newS3Client(ctx context.Context, src Source, cfg Config, optFns ...func(*s3.Options)) (*s3.Client, aws.Config, error) {
+	awsCfg, err := loadAWSConfig(ctx, src, cfg)
+	if err != nil {
+		return nil, aws.Config{}, err
+	}
+	opts := append([]func(*s3.Options){func(o *s3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		o.UsePathStyle = cfg.PathStyle
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		o.DisableLogOutputChecksumValidationSkipped = true
+	}}, optFns...)
+	return s3.NewFromConfig(awsCfg, opts...), awsCfg, nil
 }
 
 // loadAWSConfig loads the standard AWS configuration chain for cfg and

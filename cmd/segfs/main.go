@@ -17,6 +17,7 @@ type cli struct {
 
 	Mount   mountCmd   `cmd:"" help:"Mount SOURCE read-only at MOUNTPOINT and serve it in the foreground until unmounted or signalled."`
 	Unmount unmountCmd `cmd:"" help:"Unmount a segfs mount; the serving process then exits."`
+	Push    pushCmd    `cmd:"" help:"Upload a local shard directory to a store in the layout segfs mounts, compressing the selected files."`
 }
 
 // exitError carries a process exit code with its message.
