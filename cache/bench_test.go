@@ -24,31 +24,22 @@ func benchCache(b *testing.B) (*Cache, Key) {
 
 // BenchmarkReadAt4KiB: warm random 4 KiB reads of an 8 MiB part (header
 // read and checked, one 16 KiB block read and checked).
-func BenchmarkReadAt4KiB(b *testing.B) {
-	c, k := benchCache(b)
-	p := make([]byte, 4<<10)
-	r := rand.New(rand.NewPCG(1, 2))
-	ctx := context.Background()
-	b.SetBytes(int64(len(p)))
-	b.ReportAllocs()
-	for b.Loop() {
-		off := r.Int64N(benchPart/4096) * 4096
-		if _, ok, err := c.ReadAt(ctx, k, p, off); !ok || err != nil {
-			b.Fatal("miss", err)
-		}
-	}
-}
+func BenchmarkReadAt4KiB(b *testing.B) { benchRandomReads(b, 4<<10, 4096) }
 
 // BenchmarkReadAt128KiB: warm random 128 KiB reads (the FUSE request size).
-func BenchmarkReadAt128KiB(b *testing.B) {
+func BenchmarkReadAt128KiB(b *testing.B) { benchRandomReads(b, 128<<10, 1) }
+
+// benchRandomReads reads size bytes at random offsets, multiples of align,
+// of a warm 8 MiB part.
+func benchRandomReads(b *testing.B, size int, align int64) {
 	c, k := benchCache(b)
-	p := make([]byte, 128<<10)
+	p := make([]byte, size)
 	r := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
 	b.SetBytes(int64(len(p)))
 	b.ReportAllocs()
 	for b.Loop() {
-		off := r.Int64N(benchPart - int64(len(p)))
+		off := r.Int64N((benchPart-int64(size))/align+1) * align
 		if _, ok, err := c.ReadAt(ctx, k, p, off); !ok || err != nil {
 			b.Fatal("miss", err)
 		}
