@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"os"
@@ -78,6 +79,11 @@ func TestCorruption(t *testing.T) {
 			flipByte(t, p, func(int64, int64) int64 { return fixedHeaderLen + 20 })
 		}},
 		{"flipped block checksum", func(t *testing.T, _ *Cache, p string) {
+			k := key("corrupt/victim", 1)
+			last := headerFields(int64(len(k.Source)), int64(len(k.Object)), int64(len(k.ETag)), blockCount(n, testBlock)) - 1
+			flipByte(t, p, func(int64, int64) int64 { return last })
+		}},
+		{"flipped header padding", func(t *testing.T, _ *Cache, p string) {
 			flipByte(t, p, func(_, hl int64) int64 { return hl - 8 })
 		}},
 		{"flipped header checksum", func(t *testing.T, _ *Cache, p string) {
@@ -138,36 +144,51 @@ func TestCorruption(t *testing.T) {
 			}
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := openTest(t, testConfig(t))
-			k := key("corrupt/victim", 1)
-			data := partData(k, n)
-			mustPut(t, c, k, data)
-			path := partPath(c, k)
-			tc.damage(t, c, path)
+		// warm: the part was read before the damage, so its header is in
+		// the header cache.
+		for _, warm := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/warm=%v", tc.name, warm), func(t *testing.T) {
+				corruptOnce(t, n, other, warm, tc.damage)
+			})
+		}
+	}
+}
 
-			if got, ok := read(t, c, k, 0, n); ok {
-				t.Fatalf("damaged part served (%d bytes)", len(got))
-			}
-			st := c.Stats()
-			if st.CorruptRemoved != 1 || st.Misses != 1 {
-				t.Errorf("corrupt removed %d, misses %d; want 1 and 1", st.CorruptRemoved, st.Misses)
-			}
-			if fileExists(path) {
-				t.Fatal("damaged part file not removed")
-			}
-			checkAccounting(t, c)
+func corruptOnce(t *testing.T, n int, other Key, warm bool, damage func(t *testing.T, c *Cache, path string)) {
+	c := openTest(t, testConfig(t))
+	k := key("corrupt/victim", 1)
+	data := partData(k, n)
+	mustPut(t, c, k, data)
+	hits := int64(0)
+	if warm {
+		if got, ok := read(t, c, k, 0, n); !ok || !bytes.Equal(got, data) {
+			t.Fatalf("intact part: hit %v, %d bytes", ok, len(got))
+		}
+		hits = 1
+	}
+	path := partPath(c, k)
+	damage(t, c, path)
 
-			mustPut(t, c, k, data)
-			if got, ok := read(t, c, k, 0, n); !ok || !bytes.Equal(got, data) {
-				t.Fatalf("after Put again: hit %v, %d bytes", ok, len(got))
-			}
-			if c.Contains(other) { // the swapped-in key is intact where it belongs
-				if got, ok := read(t, c, other, 0, n); !ok || !bytes.Equal(got, partData(other, n)) {
-					t.Fatal("the other part was harmed")
-				}
-			}
-		})
+	if got, ok := read(t, c, k, 0, n); ok {
+		t.Fatalf("damaged part served (%d bytes)", len(got))
+	}
+	st := c.Stats()
+	if st.CorruptRemoved != 1 || st.Misses != 1 || st.Hits != hits {
+		t.Errorf("corrupt removed %d, misses %d, hits %d; want 1, 1 and %d", st.CorruptRemoved, st.Misses, st.Hits, hits)
+	}
+	if fileExists(path) {
+		t.Fatal("damaged part file not removed")
+	}
+	checkAccounting(t, c)
+
+	mustPut(t, c, k, data)
+	if got, ok := read(t, c, k, 0, n); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("after Put again: hit %v, %d bytes", ok, len(got))
+	}
+	if c.Contains(other) { // the swapped-in key is intact where it belongs
+		if got, ok := read(t, c, other, 0, n); !ok || !bytes.Equal(got, partData(other, n)) {
+			t.Fatal("the other part was harmed")
+		}
 	}
 }
 
