@@ -114,7 +114,9 @@ func (b *bench) step(ctx context.Context, f func(context.Context) ([]Record, err
 	recs, err := f(ctx)
 	load, _, _ := strings.Cut(loadAvg(), " ")
 	for _, r := range recs {
-		r.LoadAfter = load
+		if r.LoadAfter == "" { // a step of several records may have set each one's
+			r.LoadAfter = load
+		}
 		b.recs = append(b.recs, r)
 		fmt.Printf("  %-26s %-10s %s\n", r.Case, r.System, summary(r))
 	}

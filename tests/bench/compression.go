@@ -78,6 +78,11 @@ type cmpData struct {
 
 func (b *bench) compression(ctx context.Context) ([]Record, error) {
 	var recs []Record
+	// Each record gets the load average as it ends: the step has six.
+	stamp := func(r Record) Record {
+		r.LoadAfter, _, _ = strings.Cut(loadAvg(), " ")
+		return r
+	}
 	fail := func(rec Record, err error) ([]Record, error) {
 		r, err := failed(rec, err)
 		return append(recs, r...), err
@@ -112,7 +117,7 @@ func (b *bench) compression(ctx context.Context) ([]Record, error) {
 		if err := b.pushCase(ctx, p.rec, endpoint, d, p.prefix, p.args); err != nil {
 			return fail(*p.rec, err)
 		}
-		recs = append(recs, *p.rec)
+		recs = append(recs, stamp(*p.rec))
 	}
 
 	rawObj := object{Key: rawPrefix + "/" + d.fdt.Name, Local: d.local, Size: d.fdt.Size, SHA256: d.fdt.SHA256}
@@ -131,7 +136,7 @@ func (b *bench) compression(ctx context.Context) ([]Record, error) {
 			What: fmt.Sprintf("cold sequential read of %s (%.0f MB; stored as %s, %s) through a fresh mount of s3://%s/%s, 1 MiB reads",
 				d.fdt.Name, float64(d.fdt.Size)/1e6, c.stored.Key, size(c.stored), bucket, c.prefix)}
 		r, err := b.cmpRead(ctx, rec, d, c.prefix, c.stored, false)
-		recs = append(recs, r)
+		recs = append(recs, stamp(r))
 		if err != nil {
 			return recs, err
 		}
@@ -145,7 +150,7 @@ func (b *bench) compression(ctx context.Context) ([]Record, error) {
 			What: fmt.Sprintf("cold: %d preads of %d bytes of %s at seeded offsets through a fresh mount of s3://%s/%s, one after another",
 				b.cfg.reads, b.cfg.readSize, d.fdt.Name, bucket, c.prefix)}
 		r, err := b.cmpRead(ctx, rec, d, c.prefix, c.stored, true)
-		recs = append(recs, r)
+		recs = append(recs, stamp(r))
 		if err != nil {
 			return recs, err
 		}
