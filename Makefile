@@ -14,7 +14,7 @@ export SEGFS_BIN         := $(SEGFS)
 export VERSITYGW_BIN     := $(VERSITYGW)
 export SEGFS_REQUIRE_E2E := 1
 
-.PHONY: all deps versitygw fuse3 gomod build test demo clean distclean
+.PHONY: all deps versitygw fuse3 gomod build test fuzz-short demo clean distclean
 
 all: build
 
@@ -52,6 +52,20 @@ build:
 test: deps build
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz-short
+
+# A short run of every fuzzer in compress/ (found by name, so a new one is
+# included), each for a fixed number of executions: a count, not a time,
+# so a loaded machine makes the run slower but never fails it with a
+# deadline. A few seconds in all on an idle machine. New interesting
+# inputs go to the Go cache; a failing one is written under
+# compress/testdata/fuzz/ and fails the run.
+FUZZ_EXECS ?= 20000
+fuzz-short:
+	@set -e; for f in $$($(GO) test -list '^Fuzz' ./compress/ | grep '^Fuzz'); do \
+		echo "fuzz $$f: $(FUZZ_EXECS) executions"; \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZ_EXECS)x ./compress/; \
+	done
 
 demo: deps build
 	$(GO) run ./tests/demo

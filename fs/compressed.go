@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
 	"golang.org/x/sync/errgroup"
@@ -38,14 +40,20 @@ func (e Entry) Size() int64 {
 // Entries turns a listing into the files of the tree. Each object whose
 // key ends in CompressedSuffix and whose tail parses as a seek table is
 // shown under its name without the suffix; one that does not parse is
-// shown as it is, with a warning, and so is one whose logical name is
-// taken by a raw object. Tails are read with at most parallel requests.
+// shown as it is, with a warning. Tails are read with at most parallel
+// requests.
+//
+// When both forms of a file are stored, KEY and KEY.zst (segfs push
+// writes the new form before it deletes the old one when a file's
+// compression policy changes), only one is shown under KEY: the one
+// modified later, which is the one push keeps, or the raw one if their
+// times are equal or the compressed one has no readable seek table (it
+// is then shown as it is). The other is left out with a warning naming
+// both.
 func Entries(ctx context.Context, store fetcher.Store, objects []fetcher.Object, parallel int, log *slog.Logger) ([]Entry, error) {
 	entries := make([]Entry, len(objects))
-	names := make(map[string]bool, len(objects))
 	for i, o := range objects {
 		entries[i] = Entry{Name: o.Key, Obj: o}
-		names[o.Key] = true
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
@@ -53,10 +61,6 @@ func Entries(ctx context.Context, store fetcher.Store, objects []fetcher.Object,
 		e := &entries[i]
 		name, ok := strings.CutSuffix(e.Obj.Key, CompressedSuffix)
 		if !ok || name == "" || strings.HasSuffix(name, "/") {
-			continue
-		}
-		if names[name] {
-			log.Warn("compressed object shown under its own name: its logical name is taken", "key", e.Obj.Key)
 			continue
 		}
 		g.Go(func() error {
@@ -75,7 +79,42 @@ func Entries(ctx context.Context, store fetcher.Store, objects []fetcher.Object,
 	if err := g.Wait(); err != nil {
 		return nil, fmt.Errorf("reading seek tables: %w", err)
 	}
-	return entries, nil
+	return oneFormEach(entries, log), nil
+}
+
+// oneFormEach leaves out, of each raw and compressed entry shown under
+// the same name, the one modified earlier (the compressed one on a tie).
+func oneFormEach(entries []Entry, log *slog.Logger) []Entry {
+	raw := make(map[string]int, len(entries))
+	for i, e := range entries {
+		if e.Table == nil {
+			raw[e.Name] = i
+		}
+	}
+	drop := make(map[int]bool)
+	for i, e := range entries {
+		j, ok := raw[e.Name]
+		if e.Table == nil || !ok {
+			continue
+		}
+		shown, hidden := j, i
+		if e.Obj.ModTime.After(entries[j].Obj.ModTime) {
+			shown, hidden = i, j
+		}
+		drop[hidden] = true
+		log.Warn("both a raw and a compressed object are stored for one file; showing the newer (the raw one on a tie)",
+			"file", e.Name, "shown", entries[shown].Obj.Key, "hidden", entries[hidden].Obj.Key)
+	}
+	if len(drop) == 0 {
+		return entries
+	}
+	out := make([]Entry, 0, len(entries)-len(drop))
+	for i, e := range entries {
+		if !drop[i] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // readSeekTable fetches an object's tail and parses its seek table,
@@ -108,6 +147,28 @@ type FrameReader struct {
 	dec    *compress.Decoder
 	frames *ristretto.Cache[string, []byte]
 	log    *slog.Logger
+
+	hits, decodes, decodedBytes, decodeNanos atomic.Int64
+}
+
+// FrameStats is a snapshot of a FrameReader's counters.
+type FrameStats struct {
+	Hits         int64 // frames served decoded from memory
+	Decodes      int64 // frames decoded (successfully or not)
+	DecodedBytes int64 // logical bytes of the frames decoded successfully
+	// DecodeTime is the wall time spent in the decoder, summed over the
+	// decodes (concurrent decodes add up; a busy machine inflates it).
+	DecodeTime time.Duration
+}
+
+// Stats returns the counters. It may be called concurrently with reads.
+func (fr *FrameReader) Stats() FrameStats {
+	return FrameStats{
+		Hits:         fr.hits.Load(),
+		Decodes:      fr.decodes.Load(),
+		DecodedBytes: fr.decodedBytes.Load(),
+		DecodeTime:   time.Duration(fr.decodeNanos.Load()),
+	}
 }
 
 // NewFrameReader returns a FrameReader over r whose decoded frames take at
@@ -173,6 +234,7 @@ func (fr *FrameReader) ReadAt(ctx context.Context, e Entry, dest []byte, off int
 func (fr *FrameReader) frame(ctx context.Context, e Entry, i int, seq *Sequence) ([]byte, error) {
 	key := e.Obj.Key + "\x00" + e.Obj.ETag + "\x00" + strconv.Itoa(i)
 	if data, ok := fr.frames.Get(key); ok {
+		fr.hits.Add(1)
 		return data, nil
 	}
 	f := e.Table.Frames[i]
@@ -184,10 +246,14 @@ func (fr *FrameReader) frame(ctx context.Context, e Entry, i int, seq *Sequence)
 	if int64(len(got)) != f.CompSize {
 		return nil, fmt.Errorf("%s frame %d: %d of %d compressed bytes: %w", e.Obj.Key, i, len(got), f.CompSize, compress.ErrCorrupt)
 	}
+	start := time.Now()
 	data, err := fr.dec.DecodeFrame(f, got, nil)
+	fr.decodeNanos.Add(int64(time.Since(start)))
+	fr.decodes.Add(1)
 	if err != nil {
 		return nil, fmt.Errorf("%s frame %d: %w", e.Obj.Key, i, err)
 	}
+	fr.decodedBytes.Add(int64(len(data)))
 	fr.frames.Set(key, data, int64(len(data)))
 	return data, nil
 }

@@ -2,8 +2,6 @@ package push
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +30,12 @@ const (
 	MetaSHA256 = "segfs-source-sha256"
 	MetaSize   = "segfs-source-size"
 )
+
+// ErrChanged reports a local file whose size or content changed between
+// the moment push hashed it and the moment it was read for the upload.
+// Nothing is stored under the file's key by that attempt; push it again
+// once the file is stable.
+var ErrChanged = errors.New("file changed while being pushed")
 
 // Options configure Run.
 type Options struct {
@@ -54,6 +57,10 @@ type Options struct {
 	TmpDir string
 	// DryRun decides and reports what would be done, writes nothing.
 	DryRun bool
+	// Delete removes, after every file was pushed, the objects below
+	// Dest that no local file accounts for (neither KEY nor KEY.zst of a
+	// local file). Off by default: a push only adds and replaces.
+	Delete bool
 
 	// Store configures the S3 client (Region, Endpoint, PathStyle,
 	// Logger).
@@ -61,7 +68,8 @@ type Options struct {
 
 	// OnBytes, if set, is called as local bytes are processed (read for
 	// upload or compression, or skipped). OnFile, if set, is called when a
-	// file is done. Both may be called concurrently.
+	// file is done, and for each object deleted by Delete. Both may be
+	// called concurrently.
 	OnBytes func(n int64)
 	OnFile  func(FileResult)
 	// OnStart, if set, is called once the local files are listed, with
@@ -76,14 +84,15 @@ const (
 	Raw        Action = "raw"        // uploaded as it is
 	Compressed Action = "compressed" // uploaded as KEY.zst
 	Skipped    Action = "skipped"    // the target was up to date
+	Deleted    Action = "deleted"    // a remote object no local file accounts for, removed (Options.Delete)
 )
 
-// FileResult describes one pushed file.
+// FileResult describes one pushed file, or one deleted object.
 type FileResult struct {
-	Key        string // key below the destination, without ".zst"
+	Key        string // key below the destination, without ".zst" (for Deleted: the object's key)
 	Target     string // key written (or that would be): Key or Key+".zst"
 	Action     Action
-	Size       int64  // local size
+	Size       int64  // local size (for Deleted: 0)
 	StoredSize int64  // bytes written (the compressed size); 0 if skipped or in a dry run
 	Removed    string // the other form of the file, deleted after the upload; "" if none
 	Took       time.Duration
@@ -92,11 +101,14 @@ type FileResult struct {
 // Summary totals a push.
 type Summary struct {
 	Raw, Compressed, Skipped, Removed int
-	RawBytes                          int64 // local bytes uploaded raw
-	CompressedIn, CompressedOut       int64 // logical and stored bytes of the compressed files
-	SkippedBytes                      int64
-	Elapsed                           time.Duration
-	DryRun                            bool
+	// Deleted counts the objects removed (or, in a dry run, that would
+	// be) because no local file accounts for them (Options.Delete).
+	Deleted                     int
+	RawBytes                    int64 // local bytes uploaded raw
+	CompressedIn, CompressedOut int64 // logical and stored bytes of the compressed files
+	SkippedBytes                int64
+	Elapsed                     time.Duration
+	DryRun                      bool
 }
 
 // Ratio is CompressedIn / CompressedOut, or 0 if nothing was compressed.
@@ -107,12 +119,18 @@ func (s Summary) Ratio() float64 {
 	return float64(s.CompressedIn) / float64(s.CompressedOut)
 }
 
-// target is a destination store.
+// target is a destination store. Its methods may be called concurrently.
 type target interface {
+	// list returns every key below the destination. A destination that
+	// does not exist yet lists empty.
+	list(ctx context.Context) ([]string, error)
 	// upToDate reports whether key holds the local file (size, sha256).
 	upToDate(ctx context.Context, key string, size int64, sha string, compressed bool) (bool, error)
-	// put writes r (size bytes) under key atomically.
+	// put writes r (size bytes) under key atomically: if put fails, or
+	// r returns an error instead of io.EOF, nothing new is visible under
+	// key.
 	put(ctx context.Context, key string, r io.Reader, size int64, meta map[string]string) error
+	// remove deletes key; a missing key is not an error.
 	remove(ctx context.Context, key string) error
 	String() string
 }
@@ -143,6 +161,9 @@ func (o *Options) validate() error {
 			return fmt.Errorf("--compress-match %q: %w", g, err)
 		}
 	}
+	if o.CompressMinSize < 0 {
+		return fmt.Errorf("compress min size %d: must not be negative", o.CompressMinSize)
+	}
 	if o.Parallel <= 0 {
 		o.Parallel = 4
 	}
@@ -155,6 +176,8 @@ func (o *Options) validate() error {
 	return nil
 }
 
+// wantCompressed is the hybrid policy: a file is compressed if it is at
+// least CompressMinSize bytes and its base name matches a glob.
 func (o *Options) wantCompressed(name string, size int64) bool {
 	if size < o.CompressMinSize {
 		return false
@@ -169,55 +192,62 @@ func (o *Options) wantCompressed(name string, size int64) bool {
 
 // Run pushes opt.Dir to opt.Dest. It stops at the first error; files
 // already pushed stay pushed, and a new run resumes by skipping them.
+// Objects are deleted (the other form of a file whose policy changed,
+// and with opt.Delete the objects no local file accounts for) only after
+// the upload they make redundant succeeded.
 func Run(ctx context.Context, opt Options) (Summary, error) {
-	start := time.Now()
-	sum := Summary{DryRun: opt.DryRun}
 	if err := opt.validate(); err != nil {
-		return sum, err
+		return Summary{DryRun: opt.DryRun}, err
 	}
 	files, err := walk(&opt)
 	if err != nil {
-		return sum, err
+		return Summary{DryRun: opt.DryRun}, err
 	}
+	tgt, err := openTarget(ctx, &opt)
+	if err != nil {
+		return Summary{DryRun: opt.DryRun}, err
+	}
+	return run(ctx, &opt, tgt, files)
+}
+
+// openTarget checks the destination (fetcher.Open gives clear errors for
+// a missing bucket or wrong credentials) and returns its target.
+func openTarget(ctx context.Context, opt *Options) (target, error) {
 	src, err := fetcher.ParseSource(opt.Dest)
 	if err != nil {
-		return sum, fmt.Errorf("bad destination: %w", err)
+		return nil, fmt.Errorf("bad destination: %w", err)
 	}
-	if src.Scheme == "file" && !opt.DryRun {
-		if err := os.MkdirAll(src.Dir, 0o755); err != nil {
-			return sum, err
+	if src.Scheme == "file" {
+		if !opt.DryRun {
+			if err := os.MkdirAll(src.Dir, 0o755); err != nil {
+				return nil, fmt.Errorf("destination: %w", err)
+			}
 		}
+		return &dirTarget{dir: src.Dir}, nil
 	}
-	// fetcher.Open checks the bucket and the credentials with clear
-	// errors; its listing says which keys exist.
 	store, err := fetcher.Open(ctx, opt.Dest, opt.Store)
-	var existing map[string]bool
-	switch {
-	case err != nil && src.Scheme == "file" && opt.DryRun && errors.Is(err, fs.ErrNotExist):
-		existing = map[string]bool{}
-	case err != nil:
-		return sum, err
-	default:
-		objs, err := store.List(ctx)
-		if err != nil {
-			return sum, fmt.Errorf("list %s: %w", store, err)
-		}
-		existing = make(map[string]bool, len(objs))
-		for _, o := range objs {
-			existing[o.Key] = true
-		}
+	if err != nil {
+		return nil, err
 	}
-	var tgt target
-	if src.Scheme == "s3" {
-		client, err := fetcher.NewS3Client(ctx, opt.Dest, opt.Store)
-		if err != nil {
-			return sum, err
-		}
-		tgt = newS3Target(client, src, opt.Parallel)
-	} else {
-		tgt = &dirTarget{dir: src.Dir}
+	client, err := fetcher.NewS3Client(ctx, opt.Dest, opt.Store)
+	if err != nil {
+		return nil, err
 	}
+	return newS3Target(client, src, store, opt.Store.Logger), nil
+}
 
+// run pushes files to tgt: see Run.
+func run(ctx context.Context, opt *Options, tgt target, files []localFile) (Summary, error) {
+	start := time.Now()
+	sum := Summary{DryRun: opt.DryRun}
+	keys, err := tgt.list(ctx)
+	if err != nil {
+		return sum, fmt.Errorf("list %s: %w", tgt, err)
+	}
+	existing := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		existing[k] = true
+	}
 	targets := make(map[string]string, len(files)) // target key -> local path
 	for _, f := range files {
 		if p, dup := targets[f.target()]; dup {
@@ -234,15 +264,24 @@ func Run(ctx context.Context, opt Options) (Summary, error) {
 		opt.OnStart(len(files), total)
 	}
 	var mu sync.Mutex
+	add := func(r FileResult) {
+		mu.Lock()
+		sum.add(r)
+		mu.Unlock()
+		if opt.OnFile != nil {
+			opt.OnFile(r)
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opt.Parallel)
 	for _, f := range files {
 		g.Go(func() error {
 			t0 := time.Now()
-			r, err := pushFile(gctx, &opt, tgt, f)
+			r, err := pushFile(gctx, opt, tgt, f)
 			if err != nil {
 				return err
 			}
+			// The new form is stored: only now is the other one redundant.
 			if o := f.other(); existing[o] && targets[o] == "" {
 				if !opt.DryRun {
 					if err := tgt.remove(gctx, o); err != nil {
@@ -252,35 +291,77 @@ func Run(ctx context.Context, opt Options) (Summary, error) {
 				r.Removed = o
 			}
 			r.Took = time.Since(t0)
-			mu.Lock()
-			switch r.Action {
-			case Raw:
-				sum.Raw++
-				sum.RawBytes += r.Size
-			case Compressed:
-				sum.Compressed++
-				sum.CompressedIn += r.Size
-				sum.CompressedOut += r.StoredSize
-			case Skipped:
-				sum.Skipped++
-				sum.SkippedBytes += r.Size
-			}
-			if r.Removed != "" {
-				sum.Removed++
-			}
-			mu.Unlock()
-			if opt.OnFile != nil {
-				opt.OnFile(r)
-			}
+			add(r)
 			return nil
 		})
 	}
 	err = g.Wait()
-	sum.Elapsed = time.Since(start)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
+	if err == nil && opt.Delete {
+		err = deleteStale(ctx, opt, tgt, files, keys, add)
+	}
+	sum.Elapsed = time.Since(start)
 	return sum, err
+}
+
+func (s *Summary) add(r FileResult) {
+	switch r.Action {
+	case Raw:
+		s.Raw++
+		s.RawBytes += r.Size
+	case Compressed:
+		s.Compressed++
+		s.CompressedIn += r.Size
+		s.CompressedOut += r.StoredSize
+	case Skipped:
+		s.Skipped++
+		s.SkippedBytes += r.Size
+	case Deleted:
+		s.Deleted++
+	}
+	if r.Removed != "" {
+		s.Removed++
+	}
+}
+
+// staleKeys returns the keys that neither form of any local file
+// accounts for, sorted.
+func staleKeys(files []localFile, keys []string) []string {
+	wanted := make(map[string]bool, 2*len(files))
+	for _, f := range files {
+		wanted[f.key] = true
+		wanted[f.key+CompressedSuffix] = true
+	}
+	var stale []string
+	for _, k := range keys {
+		if !wanted[k] {
+			stale = append(stale, k)
+		}
+	}
+	slices.Sort(stale)
+	return stale
+}
+
+// deleteStale removes (or in a dry run reports) the stale keys, up to
+// opt.Parallel at a time.
+func deleteStale(ctx context.Context, opt *Options, tgt target, files []localFile, keys []string, add func(FileResult)) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opt.Parallel)
+	for _, k := range staleKeys(files, keys) {
+		g.Go(func() error {
+			t0 := time.Now()
+			if !opt.DryRun {
+				if err := tgt.remove(gctx, k); err != nil {
+					return fmt.Errorf("delete %s (no local file): %w", k, err)
+				}
+			}
+			add(FileResult{Key: k, Target: k, Action: Deleted, Took: time.Since(t0)})
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // walk lists the regular files below opt.Dir, sorted by key. Symbolic
@@ -325,90 +406,4 @@ func walk(opt *Options) ([]localFile, error) {
 	}
 	slices.SortFunc(files, func(a, b localFile) int { return strings.Compare(a.key, b.key) })
 	return files, nil
-}
-
-// pushFile hashes f, skips it if the target is up to date, and otherwise
-// uploads it raw or compressed.
-func pushFile(ctx context.Context, opt *Options, tgt target, f localFile) (FileResult, error) {
-	r := FileResult{Key: f.key, Target: f.target(), Size: f.size, Action: Raw}
-	if f.compressed {
-		r.Action = Compressed
-	}
-	sha, err := hashFile(f.path)
-	if err != nil {
-		return r, err
-	}
-	ok, err := tgt.upToDate(ctx, f.target(), f.size, sha, f.compressed)
-	if err != nil {
-		return r, fmt.Errorf("check %s: %w", f.target(), err)
-	}
-	if ok {
-		r.Action = Skipped
-		if opt.OnBytes != nil {
-			opt.OnBytes(f.size)
-		}
-		return r, nil
-	}
-	if opt.DryRun {
-		return r, nil
-	}
-	meta := map[string]string{MetaSHA256: sha, MetaSize: strconv.FormatInt(f.size, 10)}
-	in, err := os.Open(f.path)
-	if err != nil {
-		return r, err
-	}
-	defer in.Close()
-	var body io.Reader = &countingReader{r: in, add: opt.OnBytes}
-	size := f.size
-	if f.compressed {
-		tmp, err := os.CreateTemp(opt.TmpDir, "segfs-push-*.zst")
-		if err != nil {
-			return r, fmt.Errorf("temporary file for %s: %w", f.key, err)
-		}
-		defer os.Remove(tmp.Name())
-		defer tmp.Close()
-		n, out, err := compress.Encode(ctx, tmp, body, opt.Encoder)
-		if err != nil {
-			return r, fmt.Errorf("compress %s: %w", f.path, err)
-		}
-		if n != f.size {
-			return r, fmt.Errorf("compress %s: read %d bytes, want %d: the file changed during the push", f.path, n, f.size)
-		}
-		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-			return r, err
-		}
-		body, size = tmp, out
-	}
-	if err := tgt.put(ctx, f.target(), body, size, meta); err != nil {
-		return r, fmt.Errorf("upload %s to %s: %w", f.path, f.target(), err)
-	}
-	r.StoredSize = size
-	return r, nil
-}
-
-func hashFile(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("read %s: %w", p, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// countingReader reports the bytes read through it.
-type countingReader struct {
-	r   io.Reader
-	add func(int64)
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if n > 0 && c.add != nil {
-		c.add(int64(n))
-	}
-	return n, err
 }

@@ -3,10 +3,13 @@ package push
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
@@ -19,15 +22,21 @@ import (
 // maxParts is kept below S3's limit of 10000 parts per upload.
 const maxParts = 9000
 
+// abortTimeout bounds the AbortMultipartUpload sent after a failed or
+// interrupted upload.
+const abortTimeout = 30 * time.Second
+
 type s3Target struct {
-	client   *s3.Client
-	src      fetcher.Source
-	prefix   string
-	parallel int
+	// Immutable after construction.
+	client *s3.Client
+	store  fetcher.Store // lists the destination
+	src    fetcher.Source
+	prefix string
+	log    *slog.Logger
 }
 
-func newS3Target(client *s3.Client, src fetcher.Source, parallel int) *s3Target {
-	t := &s3Target{client: client, src: src, parallel: parallel}
+func newS3Target(client *s3.Client, src fetcher.Source, store fetcher.Store, log *slog.Logger) *s3Target {
+	t := &s3Target{client: client, store: store, src: src, log: log}
 	if src.Prefix != "" {
 		t.prefix = src.Prefix + "/"
 	}
@@ -35,6 +44,18 @@ func newS3Target(client *s3.Client, src fetcher.Source, parallel int) *s3Target 
 }
 
 func (t *s3Target) String() string { return t.src.String() }
+
+func (t *s3Target) list(ctx context.Context) ([]string, error) {
+	objs, err := t.store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(objs))
+	for i, o := range objs {
+		keys[i] = o.Key
+	}
+	return keys, nil
+}
 
 func (t *s3Target) upToDate(ctx context.Context, key string, size int64, sha string, _ bool) (bool, error) {
 	out, err := t.client.HeadObject(ctx, &s3.HeadObjectInput{
@@ -63,11 +84,16 @@ func (t *s3Target) upToDate(ctx context.Context, key string, size int64, sha str
 }
 
 // put uploads with the upload manager: one PutObject for a small body,
-// else a multipart upload that the manager aborts if any part fails.
+// else a multipart upload, which shows nothing under the key until it
+// completes. A multipart upload that fails, or whose ctx ends (an
+// interrupted push), is aborted here on a context of its own: the
+// manager would abort on ctx, which is already done after an interrupt,
+// and leave the uploaded parts stored.
 func (t *s3Target) put(ctx context.Context, key string, r io.Reader, size int64, meta map[string]string) error {
 	up := manager.NewUploader(t.client, func(u *manager.Uploader) {
 		u.PartSize = max(manager.DefaultUploadPartSize, (size+maxParts-1)/maxParts)
 		u.Concurrency = 4
+		u.LeavePartsOnError = true // aborted below, on a live context
 	})
 	_, err := up.Upload(ctx, &s3.PutObjectInput{
 		Bucket:   aws.String(t.src.Bucket),
@@ -75,7 +101,29 @@ func (t *s3Target) put(ctx context.Context, key string, r io.Reader, size int64,
 		Body:     r,
 		Metadata: meta,
 	})
+	var mf manager.MultiUploadFailure
+	if errors.As(err, &mf) && mf.UploadID() != "" {
+		if aerr := t.abort(context.WithoutCancel(ctx), key, mf.UploadID()); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+	}
 	return err
+}
+
+// abort aborts the multipart upload id of key.
+func (t *s3Target) abort(ctx context.Context, key, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, abortTimeout)
+	defer cancel()
+	_, err := t.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+		Bucket:   aws.String(t.src.Bucket),
+		Key:      aws.String(t.prefix + key),
+		UploadId: aws.String(id),
+	})
+	if err != nil {
+		return fmt.Errorf("abort the multipart upload %s of %s: %w (its parts stay stored until aborted or expired by a lifecycle rule)", id, key, err)
+	}
+	t.log.Debug("aborted multipart upload", "key", t.prefix+key, "upload_id", id)
+	return nil
 }
 
 func (t *s3Target) remove(ctx context.Context, key string) error {

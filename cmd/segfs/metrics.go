@@ -25,7 +25,7 @@ type metricsServer struct {
 	done chan struct{}
 }
 
-func startMetrics(addr string, store fetcher.Store, reader *segfs.Reader, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*metricsServer, error) {
+func startMetrics(addr string, store fetcher.Store, reader *segfs.Reader, frames *segfs.FrameReader, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*metricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
@@ -36,7 +36,7 @@ func startMetrics(addr string, store fetcher.Store, reader *segfs.Reader, sched 
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(statsSnapshot(store, reader, sched, pc))
+		_ = json.NewEncoder(w).Encode(statsSnapshot(store, reader, frames, sched, pc))
 	})
 	m := &metricsServer{
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
@@ -60,9 +60,10 @@ func (m *metricsServer) Close() {
 	<-m.done
 }
 
-func statsSnapshot(store fetcher.Store, reader *segfs.Reader, sched *prefetch.Scheduler, pc *cache.Cache) map[string]int64 {
+func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.FrameReader, sched *prefetch.Scheduler, pc *cache.Cache) map[string]int64 {
 	c := store.Counters()
 	rs := reader.Stats()
+	fs := frames.Stats()
 	ss := sched.Stats()
 	cs := pc.Stats()
 	var ms runtime.MemStats
@@ -95,6 +96,12 @@ func statsSnapshot(store fetcher.Store, reader *segfs.Reader, sched *prefetch.Sc
 		"started_background": rs.StartedBack,
 		"memory_part_bytes":  rs.MemoryBytes,
 		"inflight_parts":     rs.InflightParts,
+		// Seekable zstd frames: decoded, served from memory, and the wall
+		// time spent decoding (summed over concurrent decodes).
+		"frame_decodes":       fs.Decodes,
+		"frame_decoded_bytes": fs.DecodedBytes,
+		"frame_decode_ns":     int64(fs.DecodeTime),
+		"frame_hits":          fs.Hits,
 		// The fetch pool.
 		"workers":            int64(ss.Workers),
 		"queued_demand":      int64(ss.Queued[prefetch.Demand]),

@@ -114,10 +114,15 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		Logger:      log,
 	})
 	defer reader.Close()
+	frames, err := segfs.NewFrameReader(reader, int64(c.MemoryCache), log)
+	if err != nil {
+		return err
+	}
+	defer frames.Close()
 
 	var metrics *metricsServer
 	if c.MetricsAddr != "" {
-		metrics, err = startMetrics(c.MetricsAddr, store, reader, sched, pc, log)
+		metrics, err = startMetrics(c.MetricsAddr, store, reader, frames, sched, pc, log)
 		if err != nil {
 			return err
 		}
@@ -128,11 +133,6 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	frames, err := segfs.NewFrameReader(reader, int64(c.MemoryCache), log)
-	if err != nil {
-		return err
-	}
-	defer frames.Close()
 	root := segfs.NewRoot(entries, reader, frames, log)
 	server, err := segfs.Mount(c.Mountpoint, root, segfs.MountConfig{
 		FsName:  store.String(),

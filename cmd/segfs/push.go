@@ -31,6 +31,7 @@ type pushCmd struct {
 	Parallel        int      `name:"parallel" default:"4" help:"Files hashed, compressed and uploaded at once."`
 	TmpDir          string   `name:"tmp-dir" help:"Directory for the compressed temporary files (each as large as its compressed file). Default: the system temporary directory ($TMPDIR or /tmp)."`
 	DryRun          bool     `name:"dry-run" help:"Hash the files and compare them with DEST, then report what would be uploaded, skipped or deleted, writing nothing."`
+	Delete          bool     `name:"delete" help:"After every file is pushed, delete the objects below DEST that no local file accounts for (neither KEY nor KEY.zst of a file in LOCAL_DIR). Off by default: a push only adds and replaces."`
 
 	Endpoint  string `help:"Base URL of an S3-compatible service (e.g. http://127.0.0.1:7070). Default: AWS S3."`
 	Region    string `help:"S3 region. Default: from the AWS config chain (AWS_REGION, ~/.aws/config), else us-east-1."`
@@ -62,8 +63,12 @@ func (c *pushCmd) Run(log *slog.Logger) error {
 			globs = append(globs, g)
 		}
 	}
+	// SIGINT or SIGTERM cancels ctx: uploads in flight stop and their
+	// multipart uploads are aborted, so nothing partial is stored. A
+	// second signal kills the process at once.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop)
 
 	opt := push.Options{
 		Dir:             c.Dir,
@@ -74,6 +79,7 @@ func (c *pushCmd) Run(log *slog.Logger) error {
 		Parallel:        c.Parallel,
 		TmpDir:          c.TmpDir,
 		DryRun:          c.DryRun,
+		Delete:          c.Delete,
 		Store: fetcher.Config{
 			Region: c.Region, Endpoint: c.Endpoint, PathStyle: c.PathStyle,
 			MaxConns: c.Parallel * 4, Logger: log,
@@ -103,6 +109,9 @@ func (c *pushCmd) Run(log *slog.Logger) error {
 		}
 		opt.OnBytes = func(n int64) { bar.Add64(n) }
 		opt.OnFile = func(r push.FileResult) {
+			if r.Action == push.Deleted {
+				return
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			done++
@@ -115,6 +124,10 @@ func (c *pushCmd) Run(log *slog.Logger) error {
 		}()
 	} else {
 		opt.OnFile = func(r push.FileResult) {
+			if r.Action == push.Deleted {
+				log.Info(verb+string(r.Action), "key", r.Target)
+				return
+			}
 			attrs := []any{"key", r.Target, "size", r.Size, "took", r.Took.Round(time.Millisecond)}
 			if r.Action == push.Compressed && r.StoredSize > 0 {
 				attrs = append(attrs, "stored", r.StoredSize)
@@ -127,6 +140,9 @@ func (c *pushCmd) Run(log *slog.Logger) error {
 	}
 
 	sum, err := push.Run(ctx, opt)
+	if err != nil && ctx.Err() != nil {
+		return &exitError{code: 130, err: fmt.Errorf("interrupted: uploads in flight were aborted, nothing partial is stored; files pushed before stay (a new push skips them): %w", err)}
+	}
 	if err != nil {
 		return err
 	}
@@ -143,8 +159,12 @@ func printSummary(s push.Summary) {
 	if s.CompressedOut > 0 {
 		comp += fmt.Sprintf(" (%s -> %s, ratio %.2f)", humanBytes(s.CompressedIn), humanBytes(s.CompressedOut), s.Ratio())
 	}
-	fmt.Printf("%s: %d raw (%s), %s, %d skipped (%s), %d other forms deleted; took %v\n",
-		head, s.Raw, humanBytes(s.RawBytes), comp, s.Skipped, humanBytes(s.SkippedBytes), s.Removed,
+	deleted := ""
+	if s.Deleted > 0 {
+		deleted = fmt.Sprintf(", %d without a local file deleted", s.Deleted)
+	}
+	fmt.Printf("%s: %d raw (%s), %s, %d skipped (%s), %d other forms deleted%s; took %v\n",
+		head, s.Raw, humanBytes(s.RawBytes), comp, s.Skipped, humanBytes(s.SkippedBytes), s.Removed, deleted,
 		s.Elapsed.Round(time.Millisecond))
 }
 

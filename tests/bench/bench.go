@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,22 +68,41 @@ func (b *bench) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println()
-	fmt.Println("baselines")
-	for _, step := range []func(context.Context) ([]Record, error){
-		b.fileBasedSeq, b.limitSeq, b.fileBasedCopy, b.limitCopy, b.singleGets,
-	} {
-		if err := b.step(ctx, step); err != nil {
-			return err
-		}
+	type step struct {
+		cases []int // run when one of these is selected
+		run   func(context.Context) ([]Record, error)
 	}
-	fmt.Println()
-	fmt.Println("segfs")
-	for _, step := range []func(context.Context) ([]Record, error){
-		b.seqRead, b.recoveryCopy, b.recoveryCopyAll, b.randomReads, b.randomBesideCopy, b.warmReads,
-	} {
-		if err := b.step(ctx, step); err != nil {
-			return err
+	sections := []struct {
+		title string
+		steps []step
+	}{
+		{"baselines", []step{
+			{[]int{1, 5}, b.fileBasedSeq}, {[]int{1, 5}, b.limitSeq},
+			{[]int{2, 4, 6}, b.fileBasedCopy}, {[]int{2, 4, 6}, b.limitCopy},
+			{[]int{3, 4, 5}, b.singleGets},
+		}},
+		{"segfs", []step{
+			{[]int{1}, b.seqRead}, {[]int{2, 6}, b.recoveryCopy}, {[]int{2}, b.recoveryCopyAll},
+			{[]int{3}, b.randomReads}, {[]int{4}, b.randomBesideCopy}, {[]int{5}, b.warmReads},
+		}},
+		{"hybrid compression (raw and hybrid pushes of one shard, reads of its largest .fdt)", []step{
+			{[]int{7}, b.compression},
+		}},
+	}
+	for _, sec := range sections {
+		printed := false
+		for _, st := range sec.steps {
+			if !slices.ContainsFunc(st.cases, func(c int) bool { return b.cfg.cases[c] }) {
+				continue
+			}
+			if !printed {
+				fmt.Println()
+				fmt.Println(sec.title)
+				printed = true
+			}
+			if err := b.step(ctx, st.run); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -94,7 +114,9 @@ func (b *bench) step(ctx context.Context, f func(context.Context) ([]Record, err
 	recs, err := f(ctx)
 	load, _, _ := strings.Cut(loadAvg(), " ")
 	for _, r := range recs {
-		r.LoadAfter = load
+		if r.LoadAfter == "" { // a step of several records may have set each one's
+			r.LoadAfter = load
+		}
 		b.recs = append(b.recs, r)
 		fmt.Printf("  %-26s %-10s %s\n", r.Case, r.System, summary(r))
 	}
@@ -172,7 +194,7 @@ func (b *bench) setup(ctx context.Context) (func() error, error) {
 
 	b.endpoint = srv.Endpoint()
 	if !b.cfg.profile.Direct {
-		sh, err := startShaper(srv.Endpoint(), b.cfg.profile)
+		sh, err := startShaper(srv.Endpoint(), b.cfg.profile, false)
 		if err != nil {
 			return cleanup, err
 		}

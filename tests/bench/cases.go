@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -454,6 +455,13 @@ func (b *bench) print(recs []Record) {
 	fmt.Println("segfs resources per case (case 6 = the row of case 2)")
 	fmt.Println()
 	WriteResources(os.Stdout, recs)
+	if slices.ContainsFunc(recs, func(r Record) bool { return r.System == sysRaw || r.System == sysHybrid }) {
+		fmt.Println()
+		fmt.Println("hybrid compression (case 7): the same JSON shard pushed raw and hybrid, its largest .fdt read cold;")
+		fmt.Println("\"vs raw\" = hybrid / raw in this run (time, stored bytes, latency, CPU: below 1 is less; MB/s: above 1 is faster)")
+		fmt.Println()
+		WriteCompression(os.Stdout, recs)
+	}
 	fmt.Println()
 	fmt.Println("notes")
 	WriteNotes(os.Stdout, recs)

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,7 +47,8 @@ type config struct {
 	reads      int
 	readSize   int
 	jsonFields bool
-	segfsArgs  []string // extra flags for every segfs mount
+	segfsArgs  []string     // extra flags for every segfs mount
+	cases      map[int]bool // the case numbers to run
 }
 
 // Sizes of the two modes.
@@ -96,6 +98,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.readSize, "read-size", 4096, "bytes per random pread")
 	fs.BoolVar(&cfg.jsonFields, "json-stored-fields", false, "fill stored-fields (.fdt) files with compressible JSON records instead of random bytes")
 	segfsArgs := fs.String("segfs-args", "", `extra flags for every segfs mount, space-separated (e.g. "--prefetch none")`)
+	cases := fs.String("cases", "1,2,3,4,5,6,7", "comma-separated case numbers to run, with their baselines (case 5 is warm only after 1 and 3; 6 is the resources of 2)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -104,6 +107,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	cfg.segfsArgs = strings.Fields(*segfsArgs)
 	var err error
+	if cfg.cases, err = parseCases(*cases); err != nil {
+		return cfg, err
+	}
 	if cfg.profile, err = ParseProfile(*profile); err != nil {
 		return cfg, err
 	}
@@ -203,4 +209,18 @@ func addErr(err *error, f func() error) {
 	if ferr := f(); ferr != nil {
 		*err = errors.Join(*err, ferr)
 	}
+}
+
+// parseCases parses a comma-separated list of case numbers 1 to 7.
+func parseCases(s string) (map[int]bool, error) {
+	cases := map[int]bool{}
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 7 {
+			return nil, fmt.Errorf("--cases %q: %q is not a case number from 1 to 7", s, f)
+		}
+		cases[n] = true
+	}
+	return cases, nil
 }

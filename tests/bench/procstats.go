@@ -179,3 +179,40 @@ func (s *sampler) Stop(ctx context.Context) (Resources, error) {
 	}
 	return res, nil
 }
+
+// clockTicks is the unit of utime and stime in /proc/PID/stat: USER_HZ,
+// which Linux fixes at 100 for user space whatever the kernel's HZ.
+const clockTicks = 100
+
+// parseProcCPU returns utime+stime (every thread of the process, including
+// those that exited) from a /proc/PID/stat line (proc(5) fields 14 and 15).
+// The command name, field 2, is in parentheses and may hold spaces and
+// parentheses itself, so fields are counted from the last ')'.
+func parseProcCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("proc stat: no command name in %q", stat)
+	}
+	f := strings.Fields(stat[i+1:]) // f[0] is field 3, the state
+	if len(f) < 13 {
+		return 0, fmt.Errorf("proc stat: %d fields after the command name", len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("proc stat: %w", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// procCPU returns the CPU time (user and system) process pid has used.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseProcCPU(string(b))
+}

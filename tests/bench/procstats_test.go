@@ -105,3 +105,24 @@ func TestSamplerFailsWithoutStats(t *testing.T) {
 		t.Fatal("startSampler with failing stats succeeded")
 	}
 }
+
+func TestParseProcCPU(t *testing.T) {
+	// A real line with a command name holding ") (" and spaces; utime 250
+	// and stime 37 ticks.
+	line := "4242 (seg fs) (x)) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 37 0 0 20 0 9 0 100 1000000 500 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	got, err := parseProcCPU(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2870 * time.Millisecond; got != want {
+		t.Errorf("parseProcCPU = %v, want %v", got, want)
+	}
+	for _, bad := range []string{"", "4242 no parens S 1", "4242 (x) S 1 2 3"} {
+		if _, err := parseProcCPU(bad); err == nil {
+			t.Errorf("parseProcCPU(%q) succeeded", bad)
+		}
+	}
+	if d, err := procCPU(os.Getpid()); err != nil || d < 0 {
+		t.Errorf("procCPU(self) = %v, %v", d, err)
+	}
+}

@@ -22,6 +22,10 @@ const (
 	sysFileBased = "file-based"
 	sysLimit     = "limit"
 	sysSingleGet = "single-get"
+	// Case 7 compares one shard stored raw with the same shard stored
+	// with the hybrid compression policy.
+	sysRaw    = "raw"
+	sysHybrid = "hybrid"
 )
 
 // Cases, in the order they are reported. Baselines carry the id of the
@@ -34,12 +38,15 @@ const (
 	caseWarmSeq    = "5-warm-seq-read"
 	caseWarmRandom = "5-warm-random-reads"
 	caseResources  = "6-resources-during-copy"
+	casePush       = "7-push"
+	caseCmpSeq     = "7-cold-seq-read-fdt"
+	caseCmpRandom  = "7-cold-random-reads-fdt"
 )
 
 // caseOrder and systemOrder sort the records for the table and the file.
 var (
-	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources}
-	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll}
+	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources, casePush, caseCmpSeq, caseCmpRandom}
+	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysRaw, sysHybrid}
 )
 
 // SortRecords orders records by case, baselines before segfs within a
@@ -83,7 +90,9 @@ type Record struct {
 	RatioP99 *float64 `json:"p99_ratio_to_single_get,omitempty"`
 	// Resources of the segfs process during the case.
 	Resources *Resources `json:"resources,omitempty"`
-	Verified  bool       `json:"verified"`
+	// Compression holds case 7's figures and its ratios to raw.
+	Compression *Compression `json:"compression,omitempty"`
+	Verified    bool         `json:"verified"`
 	// LoadAfter is the machine's 1-minute load average when the case
 	// ended: the bench's own processes count, and so does other work.
 	LoadAfter string `json:"loadavg_1m_after,omitempty"`
@@ -157,8 +166,8 @@ func WriteTable(w io.Writer, recs []Record) error {
 	fmt.Fprintln(tw, "case\tsystem\tseconds\tMB/s\tp50 ms\tp99 ms\tmax ms\tvs file-based\tvs limit\tp50 vs GET\tp99 vs GET\tvs local\tload\t")
 	prev := ""
 	for _, r := range recs {
-		if r.Case == caseResources {
-			continue
+		if r.Case == caseResources || r.Compression != nil || r.System == sysRaw || r.System == sysHybrid {
+			continue // case 6 is in WriteResources, case 7 in WriteCompression
 		}
 		c := r.Case
 		if c == prev {
@@ -176,6 +185,40 @@ func WriteTable(w io.Writer, recs []Record) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			c, r.System, formatFloat(r.Seconds, 2), formatFloat(r.MBps, 1), p50, p99, mx,
 			FormatRatio(r.RatioFileBased), FormatRatio(r.RatioLimit), FormatRatio(r.RatioP50), FormatRatio(r.RatioP99), FormatRatio(r.RatioLocal), r.LoadAfter)
+	}
+	return tw.Flush()
+}
+
+// WriteCompression writes case 7: the raw and hybrid records side by
+// side, with the hybrid one's ratios to raw.
+func WriteCompression(w io.Writer, recs []Record) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tsystem\tseconds\tMB/s\tp50 ms\tp99 ms\tstored MB\tfetched MB\tCPU s\tdecode s\ttime vs raw\tMB/s vs raw\tstored vs raw\tp50 vs raw\tp99 vs raw\tCPU vs raw\tload\t")
+	prev := ""
+	for _, r := range recs {
+		if r.System != sysRaw && r.System != sysHybrid {
+			continue
+		}
+		c := r.Case
+		if c == prev {
+			c = ""
+		}
+		prev = r.Case
+		if r.Error != "" || r.Compression == nil {
+			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", c, r.System)
+			continue
+		}
+		cm := r.Compression
+		var p50, p99 string
+		if r.Latency != nil {
+			p50, p99 = formatFloat(r.Latency.P50, 1), formatFloat(r.Latency.P99, 1)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			c, r.System, formatFloat(r.Seconds, 2), formatFloat(r.MBps, 1), p50, p99,
+			formatFloat(float64(cm.StoredBytes)/1e6, 1), formatFloat(float64(cm.FetchedBytes)/1e6, 1),
+			formatFloat(cm.CPUSeconds, 2), formatFloat(cm.DecodeSeconds, 3),
+			FormatRatio(cm.SecondsToRaw), FormatRatio(cm.MBpsToRaw), FormatRatio(cm.StoredToRaw),
+			FormatRatio(cm.P50ToRaw), FormatRatio(cm.P99ToRaw), FormatRatio(cm.CPUToRaw), r.LoadAfter)
 	}
 	return tw.Flush()
 }
@@ -255,6 +298,7 @@ var (
 // ApplyRatios fills in every record's ratios to the baselines of the same
 // run. A failed or missing baseline leaves the ratio missing.
 func ApplyRatios(recs []Record) {
+	applyCompressionRatios(recs)
 	find := func(system, c string) *Record {
 		for i := range recs {
 			if recs[i].System == system && recs[i].Case == c && recs[i].Error == "" {

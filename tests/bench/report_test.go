@@ -129,3 +129,75 @@ func TestSortRecords(t *testing.T) {
 		t.Errorf("order:\n got %v\nwant %v", got, want)
 	}
 }
+
+func TestCompressionRatiosAndTable(t *testing.T) {
+	lat := func(p50, p99 float64) *Latencies { return &Latencies{Count: 1, P50: p50, P99: p99, Max: p99} }
+	recs := []Record{
+		{System: sysRaw, Case: casePush, Seconds: 10, Compression: &Compression{StoredBytes: 1000, CPUSeconds: 2}},
+		{System: sysHybrid, Case: casePush, Seconds: 8, Compression: &Compression{StoredBytes: 600, CPUSeconds: 5}},
+		{System: sysRaw, Case: caseCmpSeq, Seconds: 4, MBps: 100, Compression: &Compression{StoredBytes: 900, FetchedBytes: 900, CPUSeconds: 1}},
+		{System: sysHybrid, Case: caseCmpSeq, Seconds: 1, MBps: 400, Compression: &Compression{StoredBytes: 100, FetchedBytes: 100, CPUSeconds: 0.5, DecodeSeconds: 0.25}},
+		{System: sysRaw, Case: caseCmpRandom, Error: "boom"}, // a failed raw record gives no ratio
+		{System: sysHybrid, Case: caseCmpRandom, Latency: lat(1, 2), Compression: &Compression{CPUSeconds: 1}},
+		{System: sysSegfs, Case: caseSeqRead, MBps: 100},
+	}
+	ApplyRatios(recs)
+	check := func(name string, got *float64, want float64) {
+		t.Helper()
+		if want == 0 {
+			if got != nil {
+				t.Errorf("%s = %v, want missing", name, *got)
+			}
+			return
+		}
+		if got == nil || *got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	push, seq, rnd := recs[1].Compression, recs[3].Compression, recs[5].Compression
+	check("push time", push.SecondsToRaw, 0.8)
+	check("push stored", push.StoredToRaw, 0.6)
+	check("push CPU", push.CPUToRaw, 2.5)
+	check("seq MB/s", seq.MBpsToRaw, 4)
+	check("seq time", seq.SecondsToRaw, 0.25)
+	check("seq fetched", seq.FetchedToRaw, 1.0/9)
+	check("seq CPU", seq.CPUToRaw, 0.5)
+	check("random p50 with a failed raw", rnd.P50ToRaw, 0)
+	check("random CPU with a failed raw", rnd.CPUToRaw, 0)
+	if recs[0].Compression.SecondsToRaw != nil {
+		t.Error("a raw record got a ratio to itself")
+	}
+
+	var buf bytes.Buffer
+	if err := WriteTable(&buf, recs); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "7-") {
+		t.Errorf("case 7 rows in the main table:\n%s", buf.String())
+	}
+	buf.Reset()
+	if err := WriteCompression(&buf, recs); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if n := strings.Count(strings.TrimRight(out, "\n"), "\n"); n != 6 { // header + 6 rows
+		t.Errorf("compression table has %d lines:\n%s", n+1, out)
+	}
+	for _, want := range []string{"0.60x", "4.00x", "0.250", "FAILED", "0.80x"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("compression table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestParseCases(t *testing.T) {
+	got, err := parseCases("7, 1")
+	if err != nil || len(got) != 2 || !got[1] || !got[7] {
+		t.Errorf("parseCases(7, 1) = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "0", "8", "x", "1,,2"} {
+		if _, err := parseCases(bad); err == nil {
+			t.Errorf("parseCases(%q) succeeded", bad)
+		}
+	}
+}

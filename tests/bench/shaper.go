@@ -11,8 +11,9 @@ import (
 
 // shaper is a toxiproxy proxy, run in this process, in front of the S3
 // server: a latency toxic and a bandwidth toxic on the downstream (server
-// to client) direction. Toxiproxy runs the toxic chain per connection, so
-// the rate is a per-connection cap, as on a real object store.
+// to client) direction, and for uploads a bandwidth toxic on the upstream
+// direction too. Toxiproxy runs the toxic chain per connection, so the
+// rate is a per-connection cap, as on a real object store.
 type shaper struct {
 	// Immutable after startShaper.
 	proxy    *toxiproxy.Proxy
@@ -20,8 +21,10 @@ type shaper struct {
 }
 
 // startShaper listens on a free loopback port and forwards to upstream
-// (http://127.0.0.1:PORT) with the profile's toxics. Stop it with Close.
-func startShaper(upstream string, p Profile) (*shaper, error) {
+// (http://127.0.0.1:PORT) with the profile's toxics; with upload, the
+// client-to-server direction is capped at the profile's rate as well.
+// Stop it with Close.
+func startShaper(upstream string, p Profile, upload bool) (*shaper, error) {
 	u, err := url.Parse(upstream)
 	if err != nil || u.Scheme != "http" || !strings.HasPrefix(u.Host, "127.0.0.1:") {
 		return nil, fmt.Errorf("shaper: upstream %q is not http://127.0.0.1:PORT", upstream)
@@ -41,6 +44,11 @@ func startShaper(upstream string, p Profile) (*shaper, error) {
 		toxics = append(toxics, fmt.Sprintf(
 			`{"name":"bandwidth","type":"bandwidth","stream":"downstream","toxicity":1,"attributes":{"rate":%d}}`,
 			p.Rate/1000))
+		if upload {
+			toxics = append(toxics, fmt.Sprintf(
+				`{"name":"upload-bandwidth","type":"bandwidth","stream":"upstream","toxicity":1,"attributes":{"rate":%d}}`,
+				p.Rate/1000))
+		}
 	}
 	for _, t := range toxics {
 		if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(t)); err != nil {
