@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
@@ -78,11 +79,16 @@ func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority
 }
 
 // runFetch is the scheduler task of a part: fetch, publish to waiters,
-// store in the disk cache (or the memory tier if the disk refuses it).
+// and hand the part to the writers, which store it in the disk cache (or
+// the memory tier if the disk refuses it). The fetch goroutine does not
+// wait for the disk: it goes on to the next fetch unless the writers'
+// queue is full.
 func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	n := r.partLen(call.obj, call.key.idx)
 	buf := r.getBuf(n)
+	start := time.Now()
 	err := r.store.ReadRange(ctx, call.obj, call.key.idx*r.cfg.PartSize, buf)
+	r.stats.fetchNanos.Add(int64(time.Since(start)))
 	if err != nil {
 		r.stats.fetchErrors.Add(1)
 	} else {
@@ -100,29 +106,69 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	close(call.done)
 	r.mu.Unlock()
 
-	keep := false
-	if err == nil {
-		if perr := r.cache.Put(ctx, r.cacheKey(call.key), buf); perr != nil {
-			if errors.Is(perr, cache.ErrNoSpace) {
-				r.stats.noSpace.Add(1)
-			} else if ctx.Err() == nil {
-				r.cfg.Logger.Warn("caching part failed; keeping it in memory", "key", call.key.key, "part", call.key.idx, "err", perr)
-			}
-			keep = true
+	if err != nil {
+		r.finishCall(call, false)
+		r.putBuf(buf)
+		return
+	}
+	if !r.queuePut(call) {
+		r.finishCall(call, false) // closed: not cached
+	}
+}
+
+// queuePut hands a fetched part to the writers, waiting while their queue
+// is full (which bounds the fetched parts held in memory). It returns
+// false if the Reader is closed.
+func (r *Reader) queuePut(call *partCall) bool {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return false
+	}
+	r.senders.Add(1)
+	r.mu.Unlock()
+	defer r.senders.Done()
+	r.putq <- call // the writers drain the queue until every sender is done
+	return true
+}
+
+// writer stores the parts queued by runFetch until the queue is closed.
+func (r *Reader) writer() {
+	defer r.writers.Done()
+	for call := range r.putq {
+		r.storePart(call)
+	}
+}
+
+// storePart stores a fetched part in the disk cache, or keeps it in the
+// memory tier if the disk refuses it, and ends its call.
+func (r *Reader) storePart(call *partCall) {
+	start := time.Now()
+	// A queued write is finished even while the Reader closes (Close
+	// waits for it): the bytes were fetched, and the queue is short.
+	err := r.cache.Put(context.Background(), r.cacheKey(call.key), call.data)
+	r.stats.putNanos.Add(int64(time.Since(start)))
+	if err != nil {
+		if errors.Is(err, cache.ErrNoSpace) {
+			r.stats.noSpace.Add(1)
+		} else {
+			r.cfg.Logger.Warn("caching part failed; keeping it in memory", "key", call.key.key, "part", call.key.idx, "err", err)
 		}
 	}
+	r.finishCall(call, err != nil)
+}
 
+// finishCall removes a part's call from the in-flight map, moving its
+// bytes to the memory tier if keep is set, and drops the fetch's ref.
+func (r *Reader) finishCall(call *partCall, keep bool) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	delete(r.inflight, call.key)
-	if keep && !r.closed {
-		r.mem.keep(call.key, buf)
+	if keep && !r.closed && call.data != nil {
+		r.mem.keep(call.key, call.data)
 		call.kept = true
 	}
 	r.releaseLocked(call)
-	if err != nil {
-		r.putBuf(buf)
-	}
-	r.mu.Unlock()
 }
 
 // waitCall waits for call and copies its bytes at off into p. It holds one

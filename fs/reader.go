@@ -61,6 +61,9 @@ type ReaderConfig struct {
 	// Prefetch is PrefetchNone, PrefetchOpen or PrefetchAll. Default
 	// PrefetchOpen.
 	Prefetch string
+	// Writers is the number of goroutines storing fetched parts in the
+	// disk cache, and the length of their queue. Default 4.
+	Writers int
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -69,6 +72,7 @@ type ReaderConfig struct {
 const (
 	DefaultPartSize    = 8 << 20
 	DefaultMemoryLimit = 64 << 20
+	DefaultWriters     = 4
 )
 
 func (c ReaderConfig) withDefaults(workers int) ReaderConfig {
@@ -87,6 +91,9 @@ func (c ReaderConfig) withDefaults(workers int) ReaderConfig {
 	if c.Prefetch == "" {
 		c.Prefetch = PrefetchOpen
 	}
+	if c.Writers <= 0 {
+		c.Writers = DefaultWriters
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -104,6 +111,10 @@ type Reader struct {
 	cfg   ReaderConfig
 	bufs  chan []byte // free part buffers, at most one per worker
 	stats readerCounters
+	putq  chan *partCall // fetched parts for the writers; closed by Close
+
+	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
+	writers sync.WaitGroup
 
 	// Guarded by mu.
 	mu         sync.Mutex
@@ -125,17 +136,23 @@ type partKey struct {
 // every fetch on sched. Close the Reader before the scheduler.
 func NewReader(store fetcher.Store, pc PartCache, sched *prefetch.Scheduler, cfg ReaderConfig) *Reader {
 	cfg = cfg.withDefaults(sched.Workers())
-	return &Reader{
+	r := &Reader{
 		store:      store,
 		cache:      pc,
 		sched:      sched,
 		cfg:        cfg,
 		bufs:       make(chan []byte, sched.Workers()),
+		putq:       make(chan *partCall, cfg.Writers),
 		inflight:   make(map[partKey]*partCall),
 		ranges:     make(map[rangeKey]*rangeCall),
 		mem:        newMemTier(cfg.MemoryLimit),
 		prefetched: make(map[partKey]bool),
 	}
+	r.writers.Add(cfg.Writers)
+	for range cfg.Writers {
+		go r.writer()
+	}
+	return r
 }
 
 // PartSize returns the part size in use.
@@ -277,11 +294,21 @@ func (r *Reader) Stats() ReaderStats {
 	return r.stats.snapshot(mem, inflight)
 }
 
-// Close fails the reads waiting on fetches and refuses new reads. The
-// scheduler, closed after it, ends the fetches.
+// Close refuses new reads, finishes storing the parts already fetched and
+// queued for the disk cache, and stops the writers; parts fetched after
+// it are not cached. The scheduler, closed after it, ends the fetches.
+// Close may be called more than once.
 func (r *Reader) Close() error {
 	r.mu.Lock()
+	already := r.closed
 	r.closed = true
+	r.mu.Unlock()
+	if !already {
+		r.senders.Wait()
+		close(r.putq)
+	}
+	r.writers.Wait()
+	r.mu.Lock()
 	r.mem.clear()
 	r.mu.Unlock()
 	return nil

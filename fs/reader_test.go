@@ -528,3 +528,95 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// slowCache is a fakeCache whose Puts wait at a gate, like a slow disk.
+type slowCache struct {
+	*fakeCache
+	gate    chan struct{}
+	waiting atomic.Int64
+}
+
+func (c *slowCache) Put(ctx context.Context, k cache.Key, data []byte) error {
+	c.waiting.Add(1)
+	defer c.waiting.Add(-1)
+	select {
+	case <-c.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return c.fakeCache.Put(ctx, k, data)
+}
+
+// TestFetchesDoNotWaitForDiskWrites: with every disk write stuck, the
+// fetch pool still fetches as many parts as the writers and their queue
+// can hold, and no more (the bound on fetched parts in memory). When the
+// disk comes back every part is cached, and a read meanwhile is served
+// from the fetched bytes.
+func TestFetchesDoNotWaitForDiskWrites(t *testing.T) {
+	const ps, workers, writers = 4096, 4, 1
+	store := newMemStore()
+	data := randomBytes(21, 16*ps)
+	obj := store.put("f", data)
+	pc := &slowCache{fakeCache: newFakeCache(), gate: make(chan struct{})}
+	r := newTestReader(t, store, pc, workers, ReaderConfig{PartSize: ps, SmallRead: 1, Prefetch: PrefetchOpen, Writers: writers})
+	var once sync.Once
+	openDisk := func() { once.Do(func() { close(pc.gate) }) }
+	t.Cleanup(openDisk) // before the Reader's Close, which waits for the writes
+	r.PrefetchObject(obj)
+
+	// One part in the writer, one in its queue, one blocked sending per
+	// worker that background work may use (all but one of them): the
+	// fetches that can finish before any write does.
+	const held = writers + writers + workers - 1
+	waitFor(t, func() bool { return store.calls.Load() == held && pc.waiting.Load() == writers })
+	time.Sleep(50 * time.Millisecond) // room for a fetch beyond the bound to show up
+	if n := store.calls.Load(); n != held {
+		t.Fatalf("%d parts fetched while the disk was stuck, want %d", n, held)
+	}
+	got, err := r.ReadAt(context.Background(), obj, make([]byte, 100), 10, nil)
+	if err != nil || !bytes.Equal(got, data[10:110]) {
+		t.Fatalf("read of a fetched, unwritten part: %v", err)
+	}
+
+	openDisk()
+	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	if n, calls := pc.putCount(), store.calls.Load(); n != 16 || calls != 16 {
+		t.Fatalf("%d parts cached after %d fetches, want 16 and 16", n, calls)
+	}
+}
+
+// TestCloseFinishesQueuedWrites: parts fetched before Close are stored
+// by it, and no writer outlives it.
+func TestCloseFinishesQueuedWrites(t *testing.T) {
+	before := runtime.NumGoroutine()
+	store := newMemStore()
+	obj := store.put("f", randomBytes(22, 8*4096))
+	pc := &slowCache{fakeCache: newFakeCache(), gate: make(chan struct{})}
+	sched := prefetch.New(prefetch.Config{Workers: 2})
+	r := NewReader(store, pc, sched, ReaderConfig{PartSize: 4096, SmallRead: 1, Writers: 2})
+	var once sync.Once
+	openDisk := func() { once.Do(func() { close(pc.gate) }) }
+	t.Cleanup(func() {
+		openDisk()
+		r.Close()
+		sched.Close()
+	})
+	r.PrefetchObject(obj)
+	// Two parts being written, two queued, one held by the one worker
+	// background work may use.
+	waitFor(t, func() bool { return pc.waiting.Load() == 2 && store.calls.Load() == 5 })
+	closed := make(chan struct{})
+	go func() { r.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned with writes queued")
+	case <-time.After(20 * time.Millisecond):
+	}
+	openDisk()
+	<-closed
+	if n := pc.putCount(); n != 5 {
+		t.Fatalf("%d parts cached by Close, want the 5 fetched", n)
+	}
+	sched.Close()
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
+}

@@ -13,6 +13,7 @@ type readerCounters struct {
 	partsFetched         atomic.Int64
 	fetchedBytes         atomic.Int64
 	fetchErrors, noSpace atomic.Int64
+	fetchNanos, putNanos atomic.Int64
 	started              [3]atomic.Int64 // part fetches started, by priority
 }
 
@@ -31,6 +32,8 @@ type ReaderStats struct {
 	StartedDemand int64 // part fetches started for a waiting reader
 	StartedAhead  int64 // part fetches started as readahead
 	StartedBack   int64 // part fetches started in the background
+	FetchNanos    int64 // time part fetches spent receiving, summed over fetches
+	PutNanos      int64 // time part fetches spent storing into the disk cache, summed
 	MemoryBytes   int64 // bytes held by the memory tier now
 	InflightParts int64 // part fetches queued or running now
 }
@@ -50,6 +53,8 @@ func (c *readerCounters) snapshot(mem int64, inflight int) ReaderStats {
 		StartedDemand: c.started[prefetch.Demand].Load(),
 		StartedAhead:  c.started[prefetch.Readahead].Load(),
 		StartedBack:   c.started[prefetch.Background].Load(),
+		FetchNanos:    c.fetchNanos.Load(),
+		PutNanos:      c.putNanos.Load(),
 		MemoryBytes:   mem,
 		InflightParts: int64(inflight),
 	}

@@ -95,6 +95,8 @@ func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.Fram
 		"started_readahead":  rs.StartedAhead,
 		"started_background": rs.StartedBack,
 		"memory_part_bytes":  rs.MemoryBytes,
+		"fetch_ns":           rs.FetchNanos,
+		"cache_put_ns":       rs.PutNanos,
 		"inflight_parts":     rs.InflightParts,
 		// Seekable zstd frames: decoded, served from memory, and the wall
 		// time spent decoding (summed over concurrent decodes).
