@@ -100,6 +100,7 @@ func (c *Cache) readVerified(fd int, k Key, st *syscall.Stat_t, p []byte, off in
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return 0, badPart("not a regular file")
 	}
+	c.prefetchBlocks(fd, k, off, int64(len(p)))
 	bufp := c.getBuf(probeLen)
 	defer c.scratch.Put(bufp)
 	buf := (*bufp)[:min(probeLen, st.Size)]
@@ -125,6 +126,19 @@ func (c *Cache) readVerified(fd int, k Key, st *syscall.Stat_t, p []byte, off in
 	}
 	p = p[:min(int64(len(p)), h.length-off)]
 	return len(p), c.readBlocks(fd, &h, p, off)
+}
+
+// prefetchBlocks asks the kernel to start reading the blocks that
+// [off, off+n) of the part's data touches, before the header is read: when
+// neither is in the page cache (after a restart, say) the two disk reads
+// then overlap instead of following each other. Where the data starts is
+// known only from the header, so it is guessed as the header length of a
+// whole part, which is the length of every part's header unless its key
+// is long (a wrong guess costs a useless readahead of a few blocks).
+func (c *Cache) prefetchBlocks(fd int, k Key, off, n int64) {
+	bs := c.cfg.blockSize
+	lo, hi := off/bs*bs, roundUp(off+n, bs)
+	_ = unix.Fadvise(fd, headerLen(k, k.PartSize, bs)+lo, hi-lo, unix.FADV_WILLNEED)
 }
 
 // readBlocks fills p with data bytes [off, off+len(p)) after checking the
