@@ -85,6 +85,12 @@ type Resources struct {
 	Gets      int64 `json:"gets"`
 	GetBytes  int64 `json:"get_bytes"`
 	ReadBytes int64 `json:"read_bytes"` // bytes segfs returned to reads
+	// CPUSeconds is the CPU time (user and system, all threads) segfs
+	// used over the case.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// Counters holds the delta of every counter in /stats over the case
+	// (the gauges among them are differences of two readings).
+	Counters map[string]int64 `json:"counter_deltas,omitempty"`
 }
 
 // statsFunc fetches the mount's counters (harness.Mount.Stats).
@@ -99,6 +105,7 @@ type sampler struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	before map[string]int64
+	cpu0   time.Duration // -1 if it could not be read
 
 	mu      sync.Mutex
 	res     Resources // guarded by mu
@@ -112,8 +119,12 @@ func startSampler(ctx context.Context, pid int, stats statsFunc, interval time.D
 	if err != nil {
 		return nil, fmt.Errorf("sampler: %w", err)
 	}
+	cpu0, err := procCPU(pid)
+	if err != nil {
+		cpu0 = -1
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &sampler{pid: pid, stats: stats, cancel: cancel, done: make(chan struct{}), before: before}
+	s := &sampler{pid: pid, stats: stats, cancel: cancel, done: make(chan struct{}), before: before, cpu0: cpu0}
 	s.sample(ctx)
 	go s.loop(ctx, interval)
 	return s, nil
@@ -165,11 +176,19 @@ func (s *sampler) Stop(ctx context.Context) (Resources, error) {
 	<-s.done
 	s.sample(ctx)
 	after, err := s.stats(ctx)
+	cpu1, cerr := procCPU(s.pid)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := s.res
+	if cerr == nil && s.cpu0 >= 0 {
+		res.CPUSeconds = (cpu1 - s.cpu0).Seconds()
+	}
 	if err != nil {
 		return res, fmt.Errorf("sampler: %w", err)
+	}
+	res.Counters = make(map[string]int64, len(after))
+	for k, v := range after {
+		res.Counters[k] = v - s.before[k]
 	}
 	res.Gets = after["gets"] - s.before["gets"]
 	res.GetBytes = after["get_bytes"] - s.before["get_bytes"]

@@ -226,15 +226,20 @@ func WriteCompression(w io.Writer, recs []Record) error {
 // WriteResources writes the resource figures of the records that have them.
 func WriteResources(w io.Writer, recs []Record) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\tpeak goroutines\tpeak threads\tpeak RSS MiB\tpeak heap MiB\tGETs\tfetched MB\tserved MB\tfetched/served\t")
+	fmt.Fprintln(tw, "case\tsystem\tpeak goroutines\tpeak threads\tpeak RSS MiB\tpeak heap MiB\tGETs\tfetched MB\tserved MB\tfetched/served\tCPU s\tCPU s/GB served\t")
 	for _, r := range recs {
 		if r.Resources == nil || r.Case == caseResources {
 			continue
 		}
 		res := r.Resources
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%d\t%.1f\t%.1f\t%s\t\n",
-			r.Case, res.PeakGoroutines, res.PeakThreads, float64(res.PeakRSSBytes)/(1<<20), float64(res.PeakHeap)/(1<<20),
-			res.Gets, float64(res.GetBytes)/1e6, float64(res.ReadBytes)/1e6, FormatRatio(Ratio(float64(res.GetBytes), float64(res.ReadBytes))))
+		perGB := "-"
+		if res.ReadBytes > 0 && res.CPUSeconds > 0 {
+			perGB = fmt.Sprintf("%.2f", res.CPUSeconds/(float64(res.ReadBytes)/1e9))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%d\t%.1f\t%.1f\t%s\t%.2f\t%s\t\n",
+			r.Case, r.System, res.PeakGoroutines, res.PeakThreads, float64(res.PeakRSSBytes)/(1<<20), float64(res.PeakHeap)/(1<<20),
+			res.Gets, float64(res.GetBytes)/1e6, float64(res.ReadBytes)/1e6, FormatRatio(Ratio(float64(res.GetBytes), float64(res.ReadBytes))),
+			res.CPUSeconds, perGB)
 	}
 	return tw.Flush()
 }
