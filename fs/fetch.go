@@ -81,8 +81,8 @@ func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority
 // runFetch is the scheduler task of a part: fetch, publish to waiters,
 // and hand the part to the writers, which store it in the disk cache (or
 // the memory tier if the disk refuses it). The fetch goroutine does not
-// wait for the disk: it goes on to the next fetch unless the writers'
-// queue is full.
+// wait for the disk: it goes on to the next fetch unless every writer is
+// busy.
 func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	n := r.partLen(call.obj, call.key.idx)
 	buf := r.getBuf(n)
@@ -116,9 +116,9 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	}
 }
 
-// queuePut hands a fetched part to the writers, waiting while their queue
-// is full (which bounds the fetched parts held in memory). It returns
-// false if the Reader is closed.
+// queuePut hands a fetched part to a writer, waiting while all are busy
+// (which bounds the fetched parts held in memory). It returns false if the
+// Reader is closed.
 func (r *Reader) queuePut(call *partCall) bool {
 	r.mu.Lock()
 	if r.closed {
@@ -128,11 +128,11 @@ func (r *Reader) queuePut(call *partCall) bool {
 	r.senders.Add(1)
 	r.mu.Unlock()
 	defer r.senders.Done()
-	r.putq <- call // the writers drain the queue until every sender is done
+	r.putq <- call // the writers take parts until every sender is done
 	return true
 }
 
-// writer stores the parts queued by runFetch until the queue is closed.
+// writer stores the parts handed over by runFetch until putq is closed.
 func (r *Reader) writer() {
 	defer r.writers.Done()
 	for call := range r.putq {
@@ -144,8 +144,8 @@ func (r *Reader) writer() {
 // memory tier if the disk refuses it, and ends its call.
 func (r *Reader) storePart(call *partCall) {
 	start := time.Now()
-	// A queued write is finished even while the Reader closes (Close
-	// waits for it): the bytes were fetched, and the queue is short.
+	// A write handed over is finished even while the Reader closes (Close
+	// waits for it): the bytes were fetched, and there are few writers.
 	err := r.cache.Put(context.Background(), r.cacheKey(call.key), call.data)
 	r.stats.putNanos.Add(int64(time.Since(start)))
 	if err != nil {

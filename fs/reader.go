@@ -62,7 +62,9 @@ type ReaderConfig struct {
 	// PrefetchOpen.
 	Prefetch string
 	// Writers is the number of goroutines storing fetched parts in the
-	// disk cache, and the length of their queue. Default 4.
+	// disk cache. A fetch hands its part to a free writer, waiting for one
+	// if all are busy, so at most Writers parts wait for the disk beside
+	// the ones the fetch pool holds. Default 4.
 	Writers int
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
@@ -111,7 +113,7 @@ type Reader struct {
 	cfg   ReaderConfig
 	bufs  chan []byte // free part buffers, at most one per worker
 	stats readerCounters
-	putq  chan *partCall // fetched parts for the writers; closed by Close
+	putq  chan *partCall // hands fetched parts to the writers; closed by Close
 
 	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
 	writers sync.WaitGroup
@@ -142,7 +144,7 @@ func NewReader(store fetcher.Store, pc PartCache, sched *prefetch.Scheduler, cfg
 		sched:      sched,
 		cfg:        cfg,
 		bufs:       make(chan []byte, sched.Workers()),
-		putq:       make(chan *partCall, cfg.Writers),
+		putq:       make(chan *partCall), // a hand-off: no parts queued beyond the writers
 		inflight:   make(map[partKey]*partCall),
 		ranges:     make(map[rangeKey]*rangeCall),
 		mem:        newMemTier(cfg.MemoryLimit),

@@ -548,7 +548,7 @@ func (c *slowCache) Put(ctx context.Context, k cache.Key, data []byte) error {
 }
 
 // TestFetchesDoNotWaitForDiskWrites: with every disk write stuck, the
-// fetch pool still fetches as many parts as the writers and their queue
+// fetch pool still fetches as many parts as the writers and the workers
 // can hold, and no more (the bound on fetched parts in memory). When the
 // disk comes back every part is cached, and a read meanwhile is served
 // from the fetched bytes.
@@ -564,10 +564,10 @@ func TestFetchesDoNotWaitForDiskWrites(t *testing.T) {
 	t.Cleanup(openDisk) // before the Reader's Close, which waits for the writes
 	r.PrefetchObject(obj)
 
-	// One part in the writer, one in its queue, one blocked sending per
-	// worker that background work may use (all but one of them): the
-	// fetches that can finish before any write does.
-	const held = writers + writers + workers - 1
+	// One part in each writer and one blocked handing over per worker
+	// that background work may use (all but one of them): the fetches that
+	// can finish before any write does.
+	const held = writers + workers - 1
 	waitFor(t, func() bool { return store.calls.Load() == held && pc.waiting.Load() == writers })
 	time.Sleep(50 * time.Millisecond) // room for a fetch beyond the bound to show up
 	if n := store.calls.Load(); n != held {
@@ -586,7 +586,7 @@ func TestFetchesDoNotWaitForDiskWrites(t *testing.T) {
 }
 
 // TestCloseFinishesQueuedWrites: parts fetched before Close are stored
-// by it, and no writer outlives it.
+// by it, those waiting for a writer included, and no writer outlives it.
 func TestCloseFinishesQueuedWrites(t *testing.T) {
 	before := runtime.NumGoroutine()
 	store := newMemStore()
@@ -602,9 +602,9 @@ func TestCloseFinishesQueuedWrites(t *testing.T) {
 		sched.Close()
 	})
 	r.PrefetchObject(obj)
-	// Two parts being written, two queued, one held by the one worker
-	// background work may use.
-	waitFor(t, func() bool { return pc.waiting.Load() == 2 && store.calls.Load() == 5 })
+	// Two parts being written, one held by the one worker background
+	// work may use.
+	waitFor(t, func() bool { return pc.waiting.Load() == 2 && store.calls.Load() == 3 })
 	closed := make(chan struct{})
 	go func() { r.Close(); close(closed) }()
 	select {
@@ -614,8 +614,8 @@ func TestCloseFinishesQueuedWrites(t *testing.T) {
 	}
 	openDisk()
 	<-closed
-	if n := pc.putCount(); n != 5 {
-		t.Fatalf("%d parts cached by Close, want the 5 fetched", n)
+	if n := pc.putCount(); n != 3 {
+		t.Fatalf("%d parts cached by Close, want the 3 fetched", n)
 	}
 	sched.Close()
 	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/segfs/segfs/cache"
+	segfs "github.com/segfs/segfs/fs"
 )
 
 // openCache opens the part cache the mount flags name. Every source shares
@@ -73,14 +74,14 @@ func parseMinFree(s string) (bytes int64, fraction float64, err error) {
 }
 
 // setMemoryLimit gives the Go runtime a soft memory limit derived from the
-// flags (part buffers of the fetch pool, the memory tier, and room for the
-// rest), so that garbage does not grow the heap past what the
+// flags (part buffers of the fetch pool and of the cache writers, the
+// memory tier, and room for the rest), so that garbage does not grow the heap past what the
 // configuration bounds. GOMEMLIMIT, when set, wins.
 func setMemoryLimit(c *mountCmd, log *slog.Logger) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	limit := int64(c.MaxFetches+2)*int64(c.PartSize) + int64(c.MemoryCache) + 64<<20
+	limit := int64(c.MaxFetches+segfs.DefaultWriters)*int64(c.PartSize) + int64(c.MemoryCache) + 32<<20
 	debug.SetMemoryLimit(limit)
 	log.Debug("memory limit", "bytes", limit)
 }
