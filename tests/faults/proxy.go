@@ -198,6 +198,10 @@ func (p *Proxy) Stats() Stats {
 	return p.stats.clone()
 }
 
+// CloseIdleConnections closes the idle connections to the upstream (the
+// proxy keeps them for reuse, each with its goroutines).
+func (p *Proxy) CloseIdleConnections() { p.tr.CloseIdleConnections() }
+
 // Active returns the number of requests being handled now (a stalled one
 // counts until its client goes away or the stall ends).
 func (p *Proxy) Active() int64 { return p.active.Load() }

@@ -232,6 +232,15 @@ func TestShiftRange(t *testing.T) {
 	if u.badSigs != 0 {
 		t.Errorf("upstream refused %d re-signed requests", u.badSigs)
 	}
+	// Shifted past the end of a small object: passed through unchanged.
+	u.put("tiny", obj[:50])
+	resp, body, err := c.do("GET", "/bucket/tiny", "bytes=10-49")
+	if err != nil || resp.StatusCode != 206 || resp.Header.Get("Content-Range") != "bytes 10-49/50" || !bytes.Equal(body, obj[10:50]) {
+		t.Errorf("unsatisfiable shift: %v, status %d, Content-Range %q; want the range as asked", err, resp.StatusCode, resp.Header.Get("Content-Range"))
+	}
+	if n := p.Stats().Faults["shifted_range"]; n != 2 {
+		t.Errorf("%d shifted ranges counted, want 2 (the unsatisfiable one is not a fault)", n)
+	}
 }
 
 func TestListAppend(t *testing.T) {

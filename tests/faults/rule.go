@@ -73,7 +73,8 @@ const (
 	// ShiftRange moves the requested range by Rule.Bytes bytes (towards
 	// the start of the object when it can, else towards the end): the
 	// server answers 206 with another range than the one asked for, and
-	// a Content-Range that says so.
+	// a Content-Range that says so. If the shifted range lies past the
+	// end of the object, the request goes through unchanged instead.
 	ShiftRange
 	// ErrorBody200 answers 200 OK whose body is an S3 XML error document.
 	ErrorBody200
