@@ -53,7 +53,7 @@ func runBodyFaults(t *testing.T, seed uint64, rules []faults.Rule, args ...strin
 	t.Helper()
 	objs := bodyObjects(seed)
 	r := &bodyRun{e: newEnv(t, nil, seed, objs), cacheDir: cacheDir(t)}
-	r.m = r.e.mount(r.cacheDir, append([]string{"--part-size", bodyPartSize, "--prefetch", "none"}, args...)...)
+	r.m = r.e.mount(t, r.cacheDir, append([]string{"--part-size", bodyPartSize, "--prefetch", "none"}, args...)...)
 	r.e.rules(rules...)
 	r.before = mustStats(t, r.m)
 	rng := rand.New(rand.NewPCG(seed, 8))

@@ -34,7 +34,7 @@ func changeMidBody(t *testing.T, e *env, key string, change func()) (*os.File, s
 	t.Helper()
 	old := e.objs[key]
 	dir := cacheDir(t)
-	m := e.mount(dir, "--part-size", partSizeFlag, "--prefetch", "none")
+	m := e.mount(t, dir, "--part-size", partSizeFlag, "--prefetch", "none")
 	f, err := os.OpenFile(filepath.Join(m.Dir, key), os.O_RDONLY|syscall.O_DIRECT, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestPlan09OverwriteMidRead(t *testing.T) {
 	}
 
 	dropPageCache(t)
-	m := e.mount(dir, "--part-size", partSizeFlag, "--prefetch", "none")
+	m := e.mount(t, dir, "--part-size", partSizeFlag, "--prefetch", "none")
 	before := e.proxy.Stats()
 	f, err := os.OpenFile(filepath.Join(m.Dir, key), os.O_RDONLY|syscall.O_DIRECT, 0)
 	if err != nil {
@@ -168,7 +168,7 @@ func TestPlan10DeleteMidRead(t *testing.T) {
 		}
 	})
 	checkCache(t, dir, e.objs)
-	m := e.mount(dir, "--part-size", partSizeFlag, "--prefetch", "none")
+	m := e.mount(t, dir, "--part-size", partSizeFlag, "--prefetch", "none")
 	if _, err := os.Stat(filepath.Join(m.Dir, key)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stat of the deleted object after a remount: %v, want ENOENT", err)
 	}

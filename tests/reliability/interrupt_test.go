@@ -36,7 +36,7 @@ func TestPlan21InterruptedReader(t *testing.T) {
 	e := newEnv(t, nil, 21, map[string][]byte{key: data})
 	// One part for the whole object, and a stall far below the idle
 	// timeout, so that only the test decides when the body goes on.
-	m := e.mount(cacheDir(t), "--part-size", "4MiB", "--prefetch", "none", "--idle-timeout", "10m")
+	m := e.mount(t, cacheDir(t), "--part-size", "4MiB", "--prefetch", "none", "--idle-timeout", "10m")
 	path := filepath.Join(m.Dir, key)
 	e.rules(faults.Rule{Fault: faults.Stall, Key: key, Bytes: 64 << 10, Times: 1})
 	before := mustStats(t, m)
@@ -203,7 +203,7 @@ func TestPlan21GoReader(t *testing.T) {
 	e := newEnv(t, nil, 2102, objs)
 	// A cache far smaller than the files, so that reads keep going to
 	// the remote, where half the GETs pause mid-body.
-	m := e.mount(cacheDir(t), "--part-size", "256KiB", "--prefetch", "none", "--cache-size", "2MiB")
+	m := e.mount(t, cacheDir(t), "--part-size", "256KiB", "--prefetch", "none", "--cache-size", "2MiB")
 	e.rules(faults.Rule{Fault: faults.Stall, Bytes: -1, Stall: 20 * time.Millisecond, Prob: 0.5})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*hangGuard)

@@ -28,7 +28,7 @@ func TestPlan22UnmountStalledReads(t *testing.T) {
 	}
 	keys := sortedKeys(objs)
 	e := newEnv(t, nil, 22, objs)
-	m := e.mount(cacheDir(t), "--part-size", partSizeFlag, "--prefetch", "none", "--max-fetches", "16")
+	m := e.mount(t, cacheDir(t), "--part-size", partSizeFlag, "--prefetch", "none", "--max-fetches", "16")
 	e.rules(faults.Rule{Fault: faults.Stall, Bytes: 0}) // until the client goes away
 	before := mustStats(t, m)
 

@@ -170,7 +170,7 @@ func TestPlan12ListHeadFailures(t *testing.T) {
 	args := []string{"--part-size", partSizeFlag, "--prefetch", "none", "--idle-timeout", "1s"}
 
 	// Fill the cache with every object.
-	m := e.mount(dir, args...)
+	m := e.mount(t, dir, args...)
 	checkTree(t, m.Dir, tree)
 	waitIdle(t, m)
 	if err := m.Unmount(); err != nil {
@@ -179,19 +179,22 @@ func TestPlan12ListHeadFailures(t *testing.T) {
 	filled := cacheFiles(t, dir)
 
 	t.Run("transient at mount", func(t *testing.T) {
-		// Each LIST, HEAD and tail GET fails twice, then succeeds.
-		e.rules(faults.Rule{Ops: faults.OpList | faults.OpHead, Fault: faults.InternalError, Times: sdkAttempts - 1, PerRequest: true},
+		// Each LIST, HEAD and tail GET fails twice (for a LIST, the
+		// second time with its body cut short), then succeeds.
+		e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.Short, Bytes: -1, After: 1, Times: 1, PerRequest: true},
+			faults.Rule{Ops: faults.OpList | faults.OpHead, Fault: faults.InternalError, Times: 1, PerRequest: true},
 			faults.Rule{Name: "tail", Key: "idx/_1.fdt.zst", Fault: faults.SlowDown, Times: sdkAttempts - 1, PerRequest: true})
 		before := e.proxy.Stats()
-		m := e.mount(dir, args...)
+		m := e.mount(t, dir, args...)
 		mounted := e.proxy.Stats()
 		checkTree(t, m.Dir, tree)
 		after := e.proxy.Stats()
-		t.Logf("mount: %d LISTs (%d failed), %d tail GETs (%d failed)",
+		t.Logf("mount: %d LISTs (%d failed, %d cut short), %d tail GETs (%d failed)",
 			mounted.Requests["list"]-before.Requests["list"], mounted.Fired["internal_500"]-before.Fired["internal_500"],
+			mounted.Fired["short_body"]-before.Fired["short_body"],
 			mounted.GetsByKey["idx/_1.fdt.zst"]-before.GetsByKey["idx/_1.fdt.zst"], mounted.Fired["tail"]-before.Fired["tail"])
-		if mounted.Fired["internal_500"] == before.Fired["internal_500"] {
-			t.Errorf("no LIST failed: the case was not tested")
+		if mounted.Fired["internal_500"] == before.Fired["internal_500"] || mounted.Fired["short_body"] == before.Fired["short_body"] {
+			t.Errorf("no LIST failed or was cut short: the case was not tested")
 		}
 		// Only the seek table's tail is read again at mount; every byte
 		// read through the mount comes from the cache.
@@ -212,6 +215,8 @@ func TestPlan12ListHeadFailures(t *testing.T) {
 		{"listing fails", faults.Rule{Ops: faults.OpList, Fault: faults.InternalError, After: 1}, []string{"list"}},
 		{"listing times out", faults.Rule{Ops: faults.OpList, Fault: faults.StallHeaders, After: 1}, []string{"list"}},
 		{"seek table unreadable", faults.Rule{Key: "idx/_1.fdt.zst", Fault: faults.InternalError}, []string{"_1.fdt.zst"}},
+		{"listing cut short", faults.Rule{Ops: faults.OpList, Fault: faults.Short, Bytes: -1, After: 1}, []string{"list"}},
+		{"listing reset", faults.Rule{Ops: faults.OpList, Fault: faults.Reset, Bytes: -1, After: 1}, []string{"list"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.rules(tc.rule)
@@ -230,7 +235,7 @@ func TestPlan12ListHeadFailures(t *testing.T) {
 
 	t.Run("after mount", func(t *testing.T) {
 		e.rules()
-		m := e.mount(dir, args...)
+		m := e.mount(t, dir, args...)
 		mounted := e.proxy.Stats()
 		e.rules(faults.Rule{Ops: faults.OpList | faults.OpHead, Fault: faults.InternalError},
 			faults.Rule{Ops: faults.OpOther, Fault: faults.StallHeaders})

@@ -163,11 +163,11 @@ func (e *env) mountOptions(cacheDir string, args ...string) harness.MountOptions
 	}
 }
 
-// mount mounts the bucket through the proxy for the test, unmounting it
-// at cleanup.
-func (e *env) mount(cacheDir string, args ...string) *harness.Mount {
-	e.t.Helper()
-	return harness.StartMountT(e.t, e.mountOptions(cacheDir, args...))
+// mount mounts the bucket through the proxy for t (the test or one of
+// its subtests), unmounting it at t's cleanup.
+func (e *env) mount(t *testing.T, cacheDir string, args ...string) *harness.Mount {
+	t.Helper()
+	return harness.StartMountT(t, e.mountOptions(cacheDir, args...))
 }
 
 // cacheDir returns a new cache directory path (not yet created).

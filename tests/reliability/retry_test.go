@@ -41,7 +41,7 @@ func TestPlan01SlowDownBurst(t *testing.T) {
 	const size = 6 << 20
 	objs := map[string][]byte{"burst.fdt": randomBytes(101, size)}
 	e := newEnv(t, nil, 1, objs)
-	m := e.mount(cacheDir(t), "--part-size", partSizeFlag, "--prefetch", "none")
+	m := e.mount(t, cacheDir(t), "--part-size", partSizeFlag, "--prefetch", "none")
 	k := sdkAttempts - 1
 	e.rules(faults.Rule{Fault: faults.SlowDown, Times: k, PerRequest: true})
 	path := filepath.Join(m.Dir, "burst.fdt")
@@ -116,7 +116,7 @@ func TestPlan02Persistent500(t *testing.T) {
 	objs := map[string][]byte{"dead.fdt": randomBytes(201, 3<<20), "alive.fdt": randomBytes(202, 1<<20)}
 	e := newEnv(t, nil, 2, objs)
 	dir := cacheDir(t)
-	m := e.mount(dir, "--part-size", partSizeFlag, "--prefetch", "none")
+	m := e.mount(t, dir, "--part-size", partSizeFlag, "--prefetch", "none")
 	e.rules(faults.Rule{Fault: faults.InternalError, Key: "dead.fdt"})
 	// A read may wait on two requests in turn (its own range, then the
 	// part); each is bounded by the SDK's attempts and backoff. The slack
@@ -193,7 +193,7 @@ func TestPlan03RetryStorm(t *testing.T) {
 	}
 	keys := sortedKeys(objs)
 	e := newEnv(t, nil, 3, objs)
-	m := e.mount(cacheDir(t), "--part-size", partSizeFlag, "--prefetch", "none", "--max-fetches", "32")
+	m := e.mount(t, cacheDir(t), "--part-size", partSizeFlag, "--prefetch", "none", "--max-fetches", "32")
 	e.rules(faults.Rule{Fault: faults.InternalError, Prob: 0.3, Times: sdkAttempts - 1, PerRequest: true})
 	before := mustStats(t, m)
 

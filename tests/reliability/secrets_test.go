@@ -46,7 +46,7 @@ func TestPlan25CanaryCredentials(t *testing.T) {
 	objs["seg/broken.fdt"] = randomBytes(2503, 300<<10)
 	e := newEnv(t, srv, 25, objs)
 	dir := cacheDir(t)
-	m := e.mount(dir, "--part-size", bodyPartSize, "--prefetch", "open", "--debug", "--log-level", "debug", "--idle-timeout", "1s")
+	m := e.mount(t, dir, "--part-size", bodyPartSize, "--prefetch", "open", "--debug", "--log-level", "debug", "--idle-timeout", "1s")
 	e.rules(
 		faults.Rule{Key: "seg/broken.fdt", Fault: faults.InternalError},
 		faults.Rule{Fault: faults.SlowDown, Prob: 0.2, Times: 1, PerRequest: true},
