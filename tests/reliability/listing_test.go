@@ -217,6 +217,7 @@ func TestPlan12ListHeadFailures(t *testing.T) {
 		{"seek table unreadable", faults.Rule{Key: "idx/_1.fdt.zst", Fault: faults.InternalError}, []string{"_1.fdt.zst"}},
 		{"listing cut short", faults.Rule{Ops: faults.OpList, Fault: faults.Short, Bytes: -1, After: 1}, []string{"list"}},
 		{"listing reset", faults.Rule{Ops: faults.OpList, Fault: faults.Reset, Bytes: -1, After: 1}, []string{"list"}},
+		{"listing is an error document", faults.Rule{Ops: faults.OpList, Fault: faults.ErrorBody200, After: 1}, []string{"list"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.rules(tc.rule)
