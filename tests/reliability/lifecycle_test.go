@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/segfs/segfs/tests/faults"
 	"github.com/segfs/segfs/tests/harness"
@@ -121,6 +124,20 @@ func TestPlan22KillAndRemount(t *testing.T) {
 	if err := first.Crash(); err != nil {
 		t.Fatal(err)
 	}
+	// Should the test end before a new mount clears the dead one, detach
+	// it (this runs after the new mount's own cleanup).
+	t.Cleanup(func() {
+		if ok, _ := harness.IsMounted(mnt); !ok {
+			return
+		}
+		err := unix.Unmount(mnt, unix.MNT_DETACH)
+		if errors.Is(err, unix.EPERM) {
+			err = exec.Command("fusermount3", "-u", "-z", mnt).Run()
+		}
+		if err != nil {
+			t.Errorf("detach the dead mount %s: %v", mnt, err)
+		}
+	})
 	if _, err := os.ReadDir(mnt); !errors.Is(err, syscall.ENOTCONN) {
 		t.Fatalf("listing the killed mount: %v; want ENOTCONN (a dead mount)", err)
 	}
