@@ -87,3 +87,12 @@ bench: deps build
 
 bench-quick: deps build
 	$(GO) run ./tests/bench --quick $(BENCH_FLAGS)
+
+# A bounded soak, not run in CI: a mixed workload through the shaped remote
+# with faults injected at a steady rate, every byte checked, leaks checked
+# at the end. Ten minutes unless SOAK_FLAGS says otherwise, e.g.
+# make soak SOAK_FLAGS='--duration 2m'. The fault cases themselves run in
+# make test (tests/reliability).
+.PHONY: soak
+soak: deps build
+	$(GO) run ./tests/soak $(SOAK_FLAGS)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -143,7 +144,10 @@ func loadAWSConfig(ctx context.Context, src Source, cfg Config) (aws.Config, err
 		// fail reads that a retry would have served. Attempts per request
 		// stay bounded (3) with jittered backoff.
 		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = ratelimit.None })
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.RateLimiter = ratelimit.None
+				o.Retryables = append(o.Retryables, retryTruncatedBody{})
+			})
 		}),
 	}
 	if cfg.Region != "" {
@@ -168,6 +172,21 @@ func loadAWSConfig(ctx context.Context, src Source, cfg Config) (aws.Config, err
 		return aws.Config{}, fmt.Errorf("%s: %w: no usable AWS credentials: %w; %s", src, ErrAccessDenied, err, credentialsHint)
 	}
 	return awsCfg, nil
+}
+
+// retryTruncatedBody makes the SDK retry a request whose response body
+// ended before its Content-Length (a LIST answer cut short), as it already
+// retries one whose connection was reset: both are transport failures.
+// Object bodies are read by ReadRange, which has its own retries; this
+// covers the bodies the SDK reads itself.
+type retryTruncatedBody struct{}
+
+// IsErrorRetryable implements retry.IsErrorRetryable.
+func (retryTruncatedBody) IsErrorRetryable(err error) aws.Ternary {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return aws.TrueTernary
+	}
+	return aws.UnknownTernary
 }
 
 // checkBucket lists at most one key below the prefix, with a bounded time

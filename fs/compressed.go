@@ -39,9 +39,14 @@ func (e Entry) Size() int64 {
 
 // Entries turns a listing into the files of the tree. Each object whose
 // key ends in CompressedSuffix and whose tail parses as a seek table is
-// shown under its name without the suffix; one that does not parse is
-// shown as it is, with a warning. Tails are read with at most parallel
-// requests.
+// shown under its name without the suffix; one whose tail does not parse is
+// shown as it is, with a warning. A tail that cannot be read because the
+// remote fails (the store's retries exhausted) is an error: showing that
+// object as it is would let a transient failure rename a file. One that
+// changed or vanished since the listing is shown as it is (its reads fail
+// with ESTALE, as for any object changed after the listing). Keys the
+// tree would skip as unusable are not read. Tails are read with at most
+// parallel requests.
 //
 // When both forms of a file are stored, KEY and KEY.zst (segfs push
 // writes the new form before it deletes the old one when a file's
@@ -60,7 +65,7 @@ func Entries(ctx context.Context, store fetcher.Store, objects []fetcher.Object,
 	for i := range entries {
 		e := &entries[i]
 		name, ok := strings.CutSuffix(e.Obj.Key, CompressedSuffix)
-		if !ok || name == "" || strings.HasSuffix(name, "/") {
+		if !ok || name == "" || strings.HasSuffix(name, "/") || !validKey(e.Obj.Key) {
 			continue
 		}
 		g.Go(func() error {
@@ -70,6 +75,8 @@ func Entries(ctx context.Context, store fetcher.Store, objects []fetcher.Object,
 				e.Name, e.Table = name, t
 			case gctx.Err() != nil:
 				return gctx.Err()
+			case errors.Is(err, errTailRead) && !errors.Is(err, fetcher.ErrChanged) && !errors.Is(err, fetcher.ErrNotFound):
+				return fmt.Errorf("seek table of %s: %w", e.Obj.Key, err)
 			default:
 				log.Warn("not a readable seekable zstd object; shown as it is", "key", e.Obj.Key, "err", err)
 			}
@@ -117,14 +124,19 @@ func oneFormEach(entries []Entry, log *slog.Logger) []Entry {
 	return out
 }
 
+// errTailRead marks a seek table that could not be read from the store,
+// as opposed to one that was read and did not parse.
+var errTailRead = errors.New("reading the object's tail failed")
+
 // readSeekTable fetches an object's tail and parses its seek table,
-// fetching once more if the table is longer than the first guess.
+// fetching once more if the table is longer than the first guess. A
+// failed fetch gives an error wrapping errTailRead.
 func readSeekTable(ctx context.Context, store fetcher.Store, obj fetcher.Object) (*compress.SeekTable, error) {
 	n := compress.TailSize(obj.Size)
 	for range 2 {
 		tail := make([]byte, n)
 		if err := store.ReadRange(ctx, obj, obj.Size-n, tail); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", errTailRead, err)
 		}
 		t, err := compress.ParseSeekTable(tail, obj.Size)
 		var more *compress.NeedMoreError

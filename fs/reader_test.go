@@ -480,16 +480,24 @@ func TestFullCacheServesFromMemory(t *testing.T) {
 	pc := newFakeCache()
 	pc.full = true
 	r := newTestReader(t, store, pc, 2, ReaderConfig{PartSize: 4096, SmallRead: 1, Prefetch: PrefetchNone, MemoryLimit: 8192})
-	for off := int64(0); off < 8192; off += 512 {
-		got, err := r.ReadAt(context.Background(), obj, make([]byte, 512), off, nil)
-		if err != nil || !bytes.Equal(got, data[off:off+512]) {
-			t.Fatalf("read at %d: %v", off, err)
+	readAll := func() {
+		t.Helper()
+		for off := int64(0); off < 8192; off += 512 {
+			got, err := r.ReadAt(context.Background(), obj, make([]byte, 512), off, nil)
+			if err != nil || !bytes.Equal(got, data[off:off+512]) {
+				t.Fatalf("read at %d: %v", off, err)
+			}
 		}
 	}
+	readAll()
+	// Once the writers have been refused, the parts live in the memory
+	// tier: the second pass is served from it.
 	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	before := r.Stats().MemoryHits
+	readAll()
 	st := r.Stats()
-	if st.NoSpace != 2 || store.calls.Load() != 2 || st.MemoryHits == 0 {
-		t.Fatalf("no-space %d, remote reads %d, memory hits %d; want 2, 2, >0", st.NoSpace, store.calls.Load(), st.MemoryHits)
+	if hits := st.MemoryHits - before; st.NoSpace != 2 || store.calls.Load() != 2 || hits != 16 {
+		t.Fatalf("no-space %d, remote reads %d, memory hits in the second pass %d; want 2, 2, 16", st.NoSpace, store.calls.Load(), hits)
 	}
 }
 

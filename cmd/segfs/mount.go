@@ -210,7 +210,7 @@ func logSummary(log *slog.Logger, store fetcher.Store, reader *segfs.Reader, pc 
 // directory that nothing is mounted on.
 func checkMountpoint(dir string, log *slog.Logger) error {
 	fi, err := os.Stat(dir)
-	if errors.Is(err, syscall.ENOTCONN) {
+	if errors.Is(err, syscall.ENOTCONN) || (err == nil && isDeadSegfsMount(dir)) {
 		// A segfs that was killed left its mount behind: clear it.
 		if cerr := clearDeadMount(dir, log); cerr != nil {
 			return fmt.Errorf("mountpoint %s: a dead FUSE mount is there and could not be cleared: %w", dir, cerr)
@@ -231,6 +231,20 @@ func checkMountpoint(dir string, log *slog.Logger) error {
 		return fmt.Errorf("mountpoint %s is busy: %s (%s) is already mounted there", dir, e.Source, e.FsType)
 	}
 	return nil
+}
+
+// isDeadSegfsMount reports whether dir is a segfs mount whose server is
+// gone. A stat of such a mount can still succeed, from the attributes the
+// kernel cached while the server lived (for an hour); statfs is never
+// cached, so it reaches the connection and fails if nobody serves it.
+func isDeadSegfsMount(dir string) bool {
+	e, ok, err := segfs.FindMount(dir)
+	if err != nil || !ok || e.FsType != segfs.FuseType {
+		return false
+	}
+	var st syscall.Statfs_t
+	err = syscall.Statfs(dir, &st)
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
 }
 
 // clearDeadMount removes a segfs mount whose server is gone: it aborts the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,5 +207,45 @@ func TestStartMountExitError(t *testing.T) {
 	var exit *ExitError
 	if !errors.As(err, &exit) || exit.Code == 0 || exit.Log == "" {
 		t.Fatalf("StartMount = %v; want an *ExitError with a non-zero code and output", err)
+	}
+}
+
+// TestMountCrash checks that Crash leaves a dead mount behind and that a
+// mount with OverDeadMount on the same directory replaces it.
+func TestMountCrash(t *testing.T) {
+	b := RequireSegfs(t)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := MountOptions{Bin: b.Segfs, Source: "file://" + src, TempDir: t.TempDir(), Dir: dir}
+	m, err := StartMount(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("stat of the crashed mount: %v, want ENOTCONN", err)
+	}
+	if err := m.Unmount(); err != nil {
+		t.Errorf("Unmount after Crash: %v", err)
+	}
+	if _, err := StartMount(context.Background(), opts); err == nil {
+		t.Fatal("StartMount over a dead mount without OverDeadMount succeeded")
+	}
+	opts.OverDeadMount = true
+	m2, err := StartMount(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Unmount()
+	if got, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(got) != "hello" {
+		t.Errorf("read through the new mount: %q, %v", got, err)
 	}
 }

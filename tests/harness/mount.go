@@ -29,6 +29,9 @@ type MountOptions struct {
 	// Server, when set, adds --endpoint, --path-style and --region for it
 	// and gives segfs the server's Env.
 	Server *Server
+	// Endpoint, when set with Server, is the --endpoint given instead of
+	// the server's own (a proxy in front of it, say).
+	Endpoint string
 	// Env, when not nil, replaces the server's Env (for example to pass a
 	// wrong secret). It is always appended to ChildEnv.
 	Env []string
@@ -42,6 +45,9 @@ type MountOptions struct {
 	TempDir string
 	// ReadyTimeout bounds the wait for the mount to appear. Zero means 30s.
 	ReadyTimeout time.Duration
+	// OverDeadMount lets Dir hold the dead FUSE mount of a segfs that was
+	// killed (see Crash): segfs is expected to clear it and mount anew.
+	OverDeadMount bool
 }
 
 // Mount is a running `segfs mount` process and its FUSE mount. Its methods
@@ -129,7 +135,7 @@ func startMount(ctx context.Context, bin, tmp string, opts MountOptions) (*Mount
 	switch mounted, err := IsMounted(dir); {
 	case err != nil:
 		return nil, fmt.Errorf("mount %s: %w", opts.Source, err)
-	case mounted:
+	case mounted && !opts.OverDeadMount:
 		return nil, fmt.Errorf("mount %s: %s is already a FUSE mount", opts.Source, dir)
 	}
 	port, err := FreePort()
@@ -148,7 +154,11 @@ func startMount(ctx context.Context, bin, tmp string, opts MountOptions) (*Mount
 	m.args = []string{"mount"}
 	env := opts.Env
 	if opts.Server != nil {
-		m.args = append(m.args, "--endpoint", opts.Server.Endpoint(), "--path-style", "--region", Region)
+		endpoint := opts.Server.Endpoint()
+		if opts.Endpoint != "" {
+			endpoint = opts.Endpoint
+		}
+		m.args = append(m.args, "--endpoint", endpoint, "--path-style", "--region", Region)
 		if env == nil {
 			env = opts.Server.Env()
 		}
@@ -281,6 +291,39 @@ func (m *Mount) kill() {
 // Kill sends SIGKILL, waits for segfs and detaches the orphaned mount. It
 // returns an error only if the cleanup failed.
 func (m *Mount) Kill() error { return m.stop(false) }
+
+// Crash sends SIGKILL and waits for segfs, and leaves its mount behind,
+// dead (ENOTCONN), as a crashed daemon does; a later StartMount with
+// OverDeadMount on the same Dir is expected to clear it. The mountpoint
+// must be outside the mount's temporary directory (MountOptions.Dir), which
+// Crash removes. After Crash, Unmount and Kill do nothing and return
+// Crash's result.
+func (m *Mount) Crash() error {
+	if rel, err := filepath.Rel(m.tmp, m.Dir); err == nil && !strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("crash %s: the mountpoint is inside the mount's temporary directory; set MountOptions.Dir", m.Dir)
+	}
+	m.stopOnce.Do(func() { m.stopErr = m.crash() })
+	return m.stopErr
+}
+
+func (m *Mount) crash() error {
+	m.proc.signal(syscall.SIGKILL)
+	if !m.proc.waitFor(5 * time.Second) {
+		// A thread of segfs waits on its own mount: abort the
+		// connection (the mount stays, dead) so that it can exit.
+		_ = segfs.AbortConnection(m.Dir)
+		<-m.proc.exited
+	}
+	m.mu.Lock()
+	m.finalLog = m.proc.log()
+	m.stopped = true
+	m.mu.Unlock()
+	m.http.CloseIdleConnections()
+	if err := os.RemoveAll(m.tmp); err != nil {
+		return fmt.Errorf("crash %s: %w", m.Dir, err)
+	}
+	return nil
+}
 
 func (m *Mount) stop(graceful bool) error {
 	m.stopOnce.Do(func() { m.stopErr = m.doStop(graceful) })

@@ -31,6 +31,9 @@ type Options struct {
 	// ReadyTimeout bounds the wait for the server to answer S3 requests.
 	// Zero means 30s.
 	ReadyTimeout time.Duration
+	// AccessKey and SecretKey, when set, are the root credentials instead
+	// of fresh random ones (canary strings, say). Letters and digits only.
+	AccessKey, SecretKey string
 }
 
 // Server is a versitygw process serving a posix backend from a temporary
@@ -77,7 +80,7 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 	}
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		s, err := startServerOnce(ctx, bin, dir, opts.ReadyTimeout)
+		s, err := startServerOnce(ctx, bin, dir, opts)
 		if err == nil {
 			return s, nil
 		}
@@ -93,16 +96,22 @@ func isExecutable(path string) bool {
 	return err == nil && !st.IsDir() && st.Mode().Perm()&0o111 != 0
 }
 
-func startServerOnce(ctx context.Context, bin, dir string, readyTimeout time.Duration) (*Server, error) {
+func startServerOnce(ctx context.Context, bin, dir string, opts Options) (*Server, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
 		endpoint:  fmt.Sprintf("http://127.0.0.1:%d", port),
-		accessKey: randomString(20, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
-		secretKey: randomString(40, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
+		accessKey: opts.AccessKey,
+		secretKey: opts.SecretKey,
 		dir:       dir,
+	}
+	if s.accessKey == "" {
+		s.accessKey = randomString(20, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+	}
+	if s.secretKey == "" {
+		s.secretKey = randomString(40, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 	}
 	s.client = newClient(s.endpoint, s.accessKey, s.secretKey)
 	args := []string{
@@ -117,7 +126,7 @@ func startServerOnce(ctx context.Context, bin, dir string, readyTimeout time.Dur
 	if err != nil {
 		return nil, err
 	}
-	if err := s.waitReady(ctx, readyTimeout); err != nil {
+	if err := s.waitReady(ctx, opts.ReadyTimeout); err != nil {
 		s.proc.kill()
 		return nil, err
 	}

@@ -1,0 +1,310 @@
+package faults
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+)
+
+// Marker is part of every error body the proxy writes, so that a test can
+// search reads and cache files for injected error bytes.
+const Marker = "segfs-injected-fault"
+
+func awsCredentials(id, secret string) aws.Credentials {
+	return aws.Credentials{AccessKeyID: id, SecretAccessKey: secret, Source: "faults"}
+}
+
+// inject answers r with rule's fault.
+func (p *Proxy) inject(w http.ResponseWriter, r *http.Request, req request, rule *Rule) {
+	switch rule.Fault {
+	case SlowDown:
+		p.applied(rule)
+		writeError(w, r, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")
+	case InternalError:
+		p.applied(rule)
+		writeError(w, r, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again.")
+	case ErrorBody200:
+		p.applied(rule)
+		writeError(w, r, http.StatusOK, "InternalError", "An error document sent as a 200 answer.")
+	case StallHeaders:
+		p.applied(rule)
+		if !p.stallUntil(r.Context(), rule.Stall) {
+			panic(http.ErrAbortHandler) // no answer at all, not an empty 200
+		}
+		p.pass(w, r, nil)
+	case WholeObject:
+		p.forwardFaulty(w, r, rule, func(out *http.Request) { out.Header.Del("Range") })
+	case ShiftRange:
+		first, last, ok := parseRange(r.Header.Get("Range"))
+		if !ok {
+			p.pass(w, r, nil) // nothing to shift
+			return
+		}
+		shift := rule.Bytes
+		if shift < 0 {
+			shift = 1 + p.randInt64(64<<10)
+		}
+		if shift == 0 {
+			shift = 1
+		}
+		if first < shift {
+			shift = -shift // towards the end
+		}
+		rng := fmt.Sprintf("bytes=%d-%d", first-shift, last-shift)
+		resp, err := p.roundTrip(r, func(out *http.Request) { out.Header.Set("Range", rng) })
+		if err != nil {
+			upstreamFailed(w, r, err)
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+			// Shifted past the end of a small object: no fault then,
+			// rather than a 416 the client never asked for.
+			p.pass(w, r, nil)
+			return
+		}
+		if resp.StatusCode/100 == 2 {
+			p.applied(rule)
+		}
+		copyResponse(w, resp, r.Method)
+	case Reset, Short, Stall:
+		p.bodyFault(w, r, rule)
+	case ListAppend:
+		p.listAppend(w, r, rule)
+	default:
+		p.pass(w, r, nil)
+	}
+}
+
+// forwardFaulty forwards the request changed by change and copies the
+// answer, counting the fault if the upstream answered 2xx.
+func (p *Proxy) forwardFaulty(w http.ResponseWriter, r *http.Request, rule *Rule, change func(*http.Request)) {
+	resp, err := p.roundTrip(r, change)
+	if err != nil {
+		upstreamFailed(w, r, err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		p.applied(rule)
+	}
+	copyResponse(w, resp, r.Method)
+}
+
+// bodyFault forwards the request and spoils the body of a 2xx answer:
+// a reset or a clean close after some bytes, or a pause.
+func (p *Proxy) bodyFault(w http.ResponseWriter, r *http.Request, rule *Rule) {
+	resp, err := p.roundTrip(r, nil)
+	if err != nil {
+		upstreamFailed(w, r, err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 || r.Method == http.MethodHead {
+		copyResponse(w, resp, r.Method)
+		return
+	}
+	n := rule.Bytes
+	if n < 0 {
+		n = p.randInt64(max(resp.ContentLength, 1))
+	}
+	if resp.ContentLength >= 0 {
+		n = min(n, resp.ContentLength)
+	}
+	head := make([]byte, n)
+	got, err := io.ReadFull(resp.Body, head)
+	if err != nil && got < len(head) {
+		// The upstream body failed on its own: pass on what came.
+		head = head[:got]
+	}
+	p.applied(rule)
+	if rule.Fault == Stall {
+		copyHeaders(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(head)
+		flush(w)
+		if !p.stallUntil(r.Context(), rule.Stall) {
+			panic(http.ErrAbortHandler) // drop the connection mid-body
+		}
+		copyBody(w, resp.Body)
+		return
+	}
+	hijackAndClose(w, resp, head, rule.Fault == Reset)
+}
+
+// hijackAndClose writes resp's status line and headers and the given part
+// of its body by hand, then closes the connection: with a TCP reset if rst,
+// else cleanly, so that the body ends before its Content-Length.
+func hijackAndClose(w http.ResponseWriter, resp *http.Response, body []byte, rst bool) {
+	conn, buf, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		http.Error(w, "faults: hijack: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := resp.Header.Clone()
+	removeHopHeaders(h)
+	if resp.ContentLength >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	writeRaw(buf, resp.StatusCode, h, body)
+	if tc, ok := conn.(*net.TCPConn); ok && rst {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+func writeRaw(buf *bufio.ReadWriter, status int, h http.Header, body []byte) {
+	fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
+	_ = h.Write(buf)
+	_, _ = buf.WriteString("\r\n")
+	_, _ = buf.Write(body)
+	_ = buf.Flush()
+}
+
+// listAppend forwards a LIST and adds the rule's entries, those below the
+// request's prefix, to the first page of a 2xx answer.
+func (p *Proxy) listAppend(w http.ResponseWriter, r *http.Request, rule *Rule) {
+	resp, err := p.roundTrip(r, nil)
+	if err != nil {
+		upstreamFailed(w, r, err)
+		return
+	}
+	defer resp.Body.Close()
+	q := r.URL.Query()
+	if resp.StatusCode/100 != 2 || q.Get("continuation-token") != "" || q.Get("marker") != "" {
+		copyResponse(w, resp, r.Method)
+		return
+	}
+	const maxList = 64 << 20
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxList))
+	if err != nil {
+		http.Error(w, "faults: read list: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	end := bytes.LastIndex(body, []byte("</ListBucketResult>"))
+	if end < 0 {
+		copyHeaders(w.Header(), resp.Header)
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(body)
+		return
+	}
+	var extra bytes.Buffer
+	prefix := q.Get("prefix")
+	for _, e := range rule.Entries {
+		if !strings.HasPrefix(e.Key, prefix) {
+			continue
+		}
+		etag := e.ETag
+		if etag == "" {
+			etag = `"00000000000000000000000000000000"`
+		}
+		extra.WriteString("<Contents><Key>")
+		_ = xml.EscapeText(&extra, []byte(e.Key))
+		fmt.Fprintf(&extra, "</Key><LastModified>%s</LastModified><ETag>", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"))
+		_ = xml.EscapeText(&extra, []byte(etag))
+		fmt.Fprintf(&extra, "</ETag><Size>%d</Size><StorageClass>STANDARD</StorageClass></Contents>", e.Size)
+	}
+	out := append(append(append([]byte{}, body[:end]...), extra.Bytes()...), body[end:]...)
+	p.applied(rule)
+	copyHeaders(w.Header(), resp.Header)
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(out)
+}
+
+// writeError writes an S3 XML error answer (no body for HEAD).
+func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	body := fmt.Sprintf("%s<Error><Code>%s</Code><Message>%s (%s)</Message><Resource>%s</Resource><RequestId>%s</RequestId></Error>",
+		xml.Header, code, msg, Marker, xmlEscape(r.URL.Path), "FAULT0000000001")
+	h := w.Header()
+	h.Set("Content-Type", "application/xml")
+	h.Set("x-amz-request-id", "FAULT0000000001")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+func xmlEscape(s string) string {
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+// copyResponse writes resp's status, headers and body to w.
+func copyResponse(w http.ResponseWriter, resp *http.Response, method string) {
+	copyHeaders(w.Header(), resp.Header)
+	if resp.ContentLength >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	w.WriteHeader(resp.StatusCode)
+	if method != http.MethodHead {
+		copyBody(w, resp.Body)
+	}
+}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		dst[k] = append([]string(nil), vs...)
+	}
+	removeHopHeaders(dst)
+}
+
+// copyBody streams body to w, flushing each chunk so that the client sees
+// the upstream's pace.
+func copyBody(w http.ResponseWriter, body io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			flush(w)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func flush(w http.ResponseWriter) {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// parseRange parses "bytes=first-last".
+func parseRange(s string) (first, last int64, ok bool) {
+	spec, found := strings.CutPrefix(s, "bytes=")
+	a, b, found2 := strings.Cut(spec, "-")
+	if !found || !found2 {
+		return 0, 0, false
+	}
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || first < 0 || last < first {
+		return 0, 0, false
+	}
+	return first, last, true
+}
+
+// upstreamFailed answers 502 for a request the upstream could not answer,
+// or drops the connection if the client left or the proxy is closing.
+func upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		panic(http.ErrAbortHandler)
+	}
+	http.Error(w, err.Error(), http.StatusBadGateway)
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// procStatus is what the soak reads from /proc/PID/status.
+type procStatus struct {
+	threads, rss, hwm int64 // OS threads; resident set now and at its peak, bytes
+}
+
+// parseProcStatus reads the Threads, VmRSS and VmHWM lines of a
+// /proc/PID/status text (kB in there).
+func parseProcStatus(r io.Reader) (procStatus, error) {
+	var st procStatus
+	seen := 0
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		var dst *int64
+		unit := int64(1)
+		switch key {
+		case "Threads":
+			dst = &st.threads
+		case "VmRSS":
+			dst, unit = &st.rss, 1024
+		case "VmHWM":
+			dst, unit = &st.hwm, 1024
+		default:
+			continue
+		}
+		f := strings.Fields(val)
+		if len(f) == 0 {
+			return st, fmt.Errorf("proc status: empty %s", key)
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return st, fmt.Errorf("proc status: %s: %w", key, err)
+		}
+		*dst = n * unit
+		seen++
+	}
+	if err := sc.Err(); err != nil {
+		return st, fmt.Errorf("proc status: %w", err)
+	}
+	if seen < 3 {
+		return st, fmt.Errorf("proc status: found %d of Threads, VmRSS, VmHWM", seen)
+	}
+	return st, nil
+}
+
+// sampleLoop samples the current segfs process every interval until ctx
+// ends: threads and resident memory from /proc, goroutines and heap from
+// its counters.
+func (s *soak) sampleLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m := s.currentMount()
+		if m == nil {
+			continue
+		}
+		f, err := os.Open(fmt.Sprintf("/proc/%d/status", m.Pid()))
+		if err != nil {
+			continue // between mounts
+		}
+		st, err := parseProcStatus(f)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		stats, err := m.Stats(cctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		s.res.sample(stats["goroutines"], st.threads, max(st.rss, st.hwm), stats["heap_bytes"])
+	}
+}
+
+// checkCache compares every part file in the cache directory with the
+// object it names (the bytes as stored), and reports temporary files as
+// leaks. The header layout is in cache/doc.go.
+func (s *soak) checkCache() {
+	err := filepath.WalkDir(s.cacheDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(s.cacheDir, p)
+		switch {
+		case d.IsDir() || rel == "lock":
+			return nil
+		case strings.HasPrefix(rel, "tmp"+string(filepath.Separator)) || strings.HasSuffix(p, ".tmp"):
+			s.res.leak("temporary file left in the cache: " + rel)
+			return nil
+		case !strings.HasSuffix(p, ".part"):
+			s.res.leak("unexpected file in the cache: " + rel)
+			return nil
+		}
+		if msg := s.checkPart(p); msg != "" {
+			s.res.mu.Lock()
+			s.res.cacheBad = append(s.res.cacheBad, rel+": "+msg)
+			s.res.mu.Unlock()
+		}
+		s.res.mu.Lock()
+		s.res.cacheParts++
+		s.res.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		s.res.fatal(fmt.Errorf("checking the cache: %w", err))
+	}
+}
+
+// checkPart returns why the part file at p does not hold its object's
+// bytes, or "".
+func (s *soak) checkPart(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err.Error()
+	}
+	le := binary.LittleEndian
+	if len(b) < 64 || string(b[:8]) != "segfsprt" {
+		return "not a part file"
+	}
+	hdr, dataLen, partSize, index := int64(le.Uint32(b[12:])), int64(le.Uint64(b[24:])), int64(le.Uint64(b[32:])), int64(le.Uint64(b[40:]))
+	ns, no := int(le.Uint16(b[56:])), int(le.Uint16(b[58:]))
+	if 64+ns+no > len(b) || hdr+dataLen != int64(len(b)) {
+		return "header does not match the file's length"
+	}
+	key := string(b[64+ns : 64+ns+no])
+	local, ok := s.rem.objects[key]
+	if !ok {
+		return fmt.Sprintf("holds a part of %q, which was not uploaded", key)
+	}
+	lf, err := os.Open(local)
+	if err != nil {
+		return err.Error()
+	}
+	defer lf.Close()
+	want := make([]byte, dataLen)
+	if _, err := lf.ReadAt(want, index*partSize); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Sprintf("part %d of %s: %v", index, key, err)
+	}
+	if !bytes.Equal(b[hdr:], want) {
+		return fmt.Sprintf("part %d of %s holds other bytes than the object's", index, key)
+	}
+	return ""
+}
+
+// checkMounts reports every segfs mount still present below dir.
+func checkMounts(dir string, res *results) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		res.fatal(err)
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir) && strings.Contains(line, " - fuse") {
+			res.leak("mount left: " + f[4])
+		}
+	}
+}
+
+// goroutines counts this process's goroutines, and among them those in
+// toxiproxy's code. Toxiproxy (v2.5.0) leaves the toxic stubs of a link
+// blocked for good when its client closes the connection mid-body, which
+// the fault proxy does whenever segfs abandons a stalled or faulty
+// answer; those are counted apart, as the shaping proxy's own leak.
+func goroutines() (all, toxi int) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if len(bytes.TrimSpace(g)) == 0 {
+			continue
+		}
+		all++
+		if bytes.Contains(g, []byte("github.com/Shopify/toxiproxy")) {
+			toxi++
+		}
+	}
+	return all, toxi
+}
+
+// checkGoroutines waits up to grace for this process's goroutines, those
+// of toxiproxy aside, to come back to baseline, and reports the extra ones
+// as a leak. It returns the count and the toxiproxy stubs left.
+func checkGoroutines(baseline int, grace time.Duration, res *results) (n, toxi int) {
+	deadline := time.Now().Add(grace)
+	n, toxi = goroutines()
+	for n-toxi > baseline && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		n, toxi = goroutines()
+	}
+	if n-toxi > baseline {
+		var buf bytes.Buffer
+		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
+		res.leak(fmt.Sprintf("%d goroutines of the soak process (and %d of toxiproxy) once everything was closed, %d before anything started:\n%s",
+			n-toxi, toxi, baseline, buf.String()))
+	}
+	res.mu.Lock()
+	res.goroutinesEnd, res.goroutinesStart, res.toxiproxyLeft = n-toxi, baseline, toxi
+	res.mu.Unlock()
+	return n, toxi
+}
+
+// readFailures returns the "read failed" lines of a segfs log, each cut
+// to its errno and cause.
+func readFailures(log string) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `msg="read failed"`) {
+			continue
+		}
+		if i := strings.Index(line, "key="); i >= 0 {
+			line = line[i:]
+		}
+		out = append(out, line)
+	}
+	return out
+}
