@@ -51,9 +51,8 @@ type Config struct {
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 
-	blockSize int64                                                           // test hook; default DefaultBlockSize
-	statfs    func(dir string) (space, error)                                 // test hook; default statfs
-	openFile  func(name string, flag int, perm os.FileMode) (*os.File, error) // test hook; default os.OpenFile
+	blockSize int64                           // test hook; default DefaultBlockSize
+	statfs    func(dir string) (space, error) // test hook; default statfs
 }
 
 // DefaultMaxWriters and DefaultMinFreeFraction are Config's defaults.
@@ -75,9 +74,6 @@ func (c Config) withDefaults() Config {
 	if c.blockSize == 0 {
 		c.blockSize = DefaultBlockSize
 	}
-	if c.openFile == nil {
-		c.openFile = os.OpenFile
-	}
 	if c.statfs == nil {
 		c.statfs = statfs
 	}
@@ -98,7 +94,6 @@ type Cache struct {
 	loadDone chan struct{}      // closed when the index load ends
 	scratch  sync.Pool          // *[]byte of blockSize, for partial blocks
 	tmpSeq   atomic.Uint64
-	noDirect atomic.Bool // the file system refused O_DIRECT: buffered writes
 	stats    counters
 
 	closeOnce sync.Once

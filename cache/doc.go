@@ -16,22 +16,16 @@
 // No byte of an object key, source or ETag ever appears in a path, so a
 // key such as "../../x" names a file like any other.
 //
-// # Part file format (version 2, little-endian; see format.go)
+// # Part file format (version 1, little-endian; see format.go)
 //
 //	magic "segfsprt" | version u16 | 0 u16 | header length H u32 |
 //	offset u64 | length L u64 | part size u64 | index u64 |
 //	block size B u32 | block count N u32 | len(source) u16 | len(object) u16 |
 //	len(etag) u16 | 0 u16 | source | object | etag |
-//	N × CRC32C(block) u32 | zero padding | CRC32C(bytes [0, H-4)) u32 |
-//	L data bytes
-//
-// H is padded to a multiple of 4 KiB so that the file can be written with
-// direct I/O (direct.go): the part's bytes go from the fetch buffer to the
-// disk without a copy into the page cache.
+//	N × CRC32C(block) u32 | CRC32C(bytes [0, H-4)) u32 | L data bytes
 //
 // Blocks are B bytes (16 KiB) of the data, the last one short. An 8 MiB
-// part has a header of 4 KiB (2.2 KiB of fields and a 512-entry checksum
-// table, padded).
+// part has a header of about 2.2 KiB (a 512-entry checksum table).
 //
 // # Invariants
 //

@@ -7,7 +7,7 @@ import (
 	"hash/crc32"
 )
 
-// Part file format, version 2. All integers are little-endian.
+// Part file format, version 1. All integers are little-endian.
 //
 //	off  size  field
 //	  0     8  magic "segfsprt"
@@ -26,16 +26,13 @@ import (
 //	 62     2  reserved, 0
 //	 64     …  source, object, etag bytes
 //	  …   4*N  CRC32C of each data block
-//	  …     …  zero padding up to H-4
 //	H-4     4  CRC32C of bytes [0, H-4)
 //	  H     L  data
 //
-// H is a multiple of align (4 KiB), so the data starts on a disk block and
-// the whole file can be written with direct I/O. The file's size is
-// exactly H+L. Version 1 (H not padded) is refused like any bad part.
+// The file's size is exactly H+L.
 const (
 	magic          = "segfsprt"
-	formatVersion  = 2
+	formatVersion  = 1
 	fixedHeaderLen = 64
 	maxHeaderLen   = 1 << 20
 	minBlockSize   = 512
@@ -44,10 +41,6 @@ const (
 	// probeLen is how much of a part file a read fetches to find its
 	// header; a header longer than this is read in a second call.
 	probeLen = 4096
-
-	// align is the alignment of the header length, and of the offsets,
-	// lengths and buffers of direct writes.
-	align = 4096
 )
 
 // DefaultBlockSize is the integrity block: a read checks the CRC32C of
@@ -77,26 +70,26 @@ func (h *header) blockCRC(b int64) uint32 { return binary.LittleEndian.Uint32(h.
 
 func blockCount(length, blockSize int64) int64 { return (length + blockSize - 1) / blockSize }
 
-// headerFields returns the length of a header's fields, without padding
-// and header CRC.
+// headerFields returns the length of a header's fields, without the
+// header CRC.
 func headerFields(ns, no, ne, blocks int64) int64 {
 	return fixedHeaderLen + ns + no + ne + 4*blocks
 }
 
 // headerLen returns the header length of a part of length bytes.
 func headerLen(k Key, length, blockSize int64) int64 {
-	return roundUp(headerFields(int64(len(k.Source)), int64(len(k.Object)), int64(len(k.ETag)), blockCount(length, blockSize))+4, align)
+	return headerFields(int64(len(k.Source)), int64(len(k.Object)), int64(len(k.ETag)), blockCount(length, blockSize)) + 4
 }
 
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 
-// encodeHeader returns the header of the part holding data, in a buffer
-// aligned for direct I/O. k must be valid and 0 < len(data) <= k.PartSize.
+// encodeHeader returns the header of the part holding data. k must be
+// valid and 0 < len(data) <= k.PartSize.
 func encodeHeader(k Key, data []byte, blockSize int64) []byte {
 	length := int64(len(data))
 	n := blockCount(length, blockSize)
 	hl := headerLen(k, length, blockSize)
-	b := alignedBuf(hl)[:fixedHeaderLen]
+	b := make([]byte, fixedHeaderLen, hl)
 	copy(b, magic)
 	le := binary.LittleEndian
 	le.PutUint16(b[8:], formatVersion)
@@ -116,7 +109,6 @@ func encodeHeader(k Key, data []byte, blockSize int64) []byte {
 	for off := int64(0); off < length; off += blockSize {
 		b = le.AppendUint32(b, crc32.Checksum(data[off:min(off+blockSize, length)], castagnoli))
 	}
-	b = b[:hl-4] // the padding: alignedBuf returns zeroed memory
 	return le.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
@@ -169,7 +161,7 @@ func parseHeader(buf []byte, k Key, fileSize int64) (header, error) {
 		return header{}, badPart("block size %d", bs)
 	case n != blockCount(int64(length), bs):
 		return header{}, badPart("%d blocks for %d bytes of %d", n, length, bs)
-	case hl != roundUp(headerFields(ns, no, ne, n)+4, align):
+	case hl != headerFields(ns, no, ne, n)+4:
 		return header{}, badPart("header length %d does not match its fields", hl)
 	case fileSize != hl+int64(length):
 		return header{}, badPart("file of %d bytes, want %d", fileSize, hl+int64(length))

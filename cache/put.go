@@ -131,10 +131,10 @@ func (c *Cache) release(id partID) {
 func (c *Cache) write(id partID, hdr, data []byte) (err error) {
 	path := id.path(c.dir)
 	tmp := filepath.Join(c.tmpDir, id.String()[:16]+"."+strconv.FormatUint(c.tmpSeq.Add(1), 10)+".tmp")
-	f, direct, err := c.createTemp(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrNotExist) { // tmp/ removed under us
 		if err = os.Mkdir(c.tmpDir, 0o700); err == nil || errors.Is(err, os.ErrExist) {
-			f, direct, err = c.createTemp(tmp)
+			f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		}
 	}
 	if err != nil {
@@ -145,7 +145,10 @@ func (c *Cache) write(id partID, hdr, data []byte) (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	err = c.writePart(f, direct, hdr, data)
+	_, err = f.Write(hdr)
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	// No fsync: see doc.go. Close still reports delayed write errors.
 	if cerr := f.Close(); err == nil {
 		err = cerr

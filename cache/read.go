@@ -133,8 +133,9 @@ func (c *Cache) readVerified(fd int, k Key, st *syscall.Stat_t, p []byte, off in
 // neither is in the page cache (after a restart, say) the two disk reads
 // then overlap instead of following each other. Where the data starts is
 // known only from the header, so it is guessed as the header length of a
-// whole part, which is the length of every part's header unless its key
-// is long (a wrong guess costs a useless readahead of a few blocks).
+// whole part: right for every part but an object's last, whose shorter
+// checksum table moves its data a little (4 bytes a block) closer, so the
+// hint still covers nearly the same pages.
 func (c *Cache) prefetchBlocks(fd int, k Key, off, n int64) {
 	bs := c.cfg.blockSize
 	lo, hi := off/bs*bs, roundUp(off+n, bs)
