@@ -276,25 +276,31 @@ func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p
 	}
 }
 
-// getBuf returns a buffer of n bytes, a recycled one when n is a whole part.
+// getBuf returns a buffer of n bytes. Buffers for more than half a part
+// have a whole part's capacity and are recycled, so that the last, shorter
+// parts of objects (a copy of a shard meets one per file) reuse them
+// instead of leaving 4-8 MiB of garbage each; smaller ones are left to
+// the collector.
 func (r *Reader) getBuf(n int64) []byte {
-	if n == r.cfg.PartSize {
+	if n > r.cfg.PartSize/2 {
 		select {
 		case b := <-r.bufs:
-			return b
+			return b[:n]
 		default:
 		}
+		return make([]byte, n, r.cfg.PartSize)
 	}
 	return make([]byte, n)
 }
 
-// putBuf recycles a whole-part buffer; others are left to the collector.
+// putBuf recycles a buffer from getBuf with a whole part's capacity;
+// others are left to the collector.
 func (r *Reader) putBuf(b []byte) {
-	if int64(len(b)) != r.cfg.PartSize {
+	if int64(cap(b)) != r.cfg.PartSize {
 		return
 	}
 	select {
-	case r.bufs <- b:
+	case r.bufs <- b[:cap(b)]:
 	default:
 	}
 }

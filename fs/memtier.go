@@ -40,16 +40,17 @@ func (m *memTier) copyOut(k partKey, p []byte, off int64) bool {
 }
 
 // keep adds a part, evicting the least recently used to stay in bounds. A
-// part larger than the bound is not kept. data is retained.
+// part larger than the bound is not kept. data is retained, and counted by
+// its capacity: the memory it holds.
 func (m *memTier) keep(k partKey, data []byte) {
-	size := int64(len(data))
+	size := int64(cap(data))
 	if size > m.limit || m.has(k) {
 		return
 	}
 	for m.bytes+size > m.limit {
 		old := m.lru.Remove(m.lru.Back()).(*memPart)
 		delete(m.parts, old.key)
-		m.bytes -= int64(len(old.data))
+		m.bytes -= int64(cap(old.data))
 	}
 	m.parts[k] = m.lru.PushFront(&memPart{key: k, data: data})
 	m.bytes += size

@@ -81,7 +81,7 @@ func setMemoryLimit(c *mountCmd, log *slog.Logger) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	limit := int64(c.MaxFetches+segfs.DefaultWriters)*int64(c.PartSize) + int64(c.MemoryCache) + 32<<20
+	limit := int64(c.MaxFetches+segfs.DefaultWriters)*int64(c.PartSize) + int64(c.MemoryCache) + 16<<20
 	debug.SetMemoryLimit(limit)
 	log.Debug("memory limit", "bytes", limit)
 }
