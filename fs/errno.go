@@ -26,11 +26,24 @@ func toErrno(log *slog.Logger, op string, key string, err error) syscall.Errno {
 		errno = syscall.ESTALE
 	case errors.Is(err, fetcher.ErrNotFound):
 		errno = syscall.ESTALE
-	case errors.As(err, &errno):
-		// An errno from below (for example from a local store) passes as is.
+	case errors.As(err, &errno) && passThrough[errno]:
+		// A local store's permission or memory error says more than EIO.
 	default:
+		// Everything else, including the errnos of a failed connection
+		// (ECONNRESET, ETIMEDOUT, ...) that a remote read may carry after
+		// its retries, is an I/O error to the application: a file read
+		// has no business returning network errnos.
 		errno = syscall.EIO
 	}
 	log.Warn("read failed", "op", op, "key", key, "errno", errno.Error(), "err", err)
 	return errno
+}
+
+// passThrough are the errnos from below that reach the application as
+// they are; any other becomes EIO.
+var passThrough = map[syscall.Errno]bool{
+	syscall.EACCES: true,
+	syscall.EPERM:  true,
+	syscall.ENOMEM: true,
+	syscall.EIO:    true,
 }
