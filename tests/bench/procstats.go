@@ -1,75 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/segfs/segfs/tests/harness"
 )
-
-// procStatus is what the bench reads from /proc/PID/status.
-type procStatus struct {
-	Threads int64 // OS threads
-	VmRSS   int64 // resident set now, bytes
-	VmHWM   int64 // peak resident set since the process started, bytes
-}
-
-// parseProcStatus reads the Threads, VmRSS and VmHWM lines of a
-// /proc/PID/status text (proc(5)); the memory figures are in kB there.
-func parseProcStatus(r io.Reader) (procStatus, error) {
-	var st procStatus
-	seen := 0
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		var dst *int64
-		mult := int64(1)
-		switch key {
-		case "Threads":
-			dst = &st.Threads
-		case "VmRSS":
-			dst, mult = &st.VmRSS, 1024
-		case "VmHWM":
-			dst, mult = &st.VmHWM, 1024
-		default:
-			continue
-		}
-		f := strings.Fields(val)
-		if len(f) == 0 {
-			return procStatus{}, fmt.Errorf("proc status: empty %s", key)
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return procStatus{}, fmt.Errorf("proc status: %s: %w", key, err)
-		}
-		*dst = n * mult
-		seen++
-	}
-	if err := sc.Err(); err != nil {
-		return procStatus{}, fmt.Errorf("proc status: %w", err)
-	}
-	if seen < 3 {
-		return procStatus{}, fmt.Errorf("proc status: found %d of Threads, VmRSS, VmHWM", seen)
-	}
-	return st, nil
-}
-
-func readProcStatus(pid int) (procStatus, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return procStatus{}, err
-	}
-	defer f.Close()
-	return parseProcStatus(f)
-}
 
 // Resources are the peaks of a segfs process during one case, and what it
 // fetched against what it served.
@@ -145,7 +86,7 @@ func (s *sampler) loop(ctx context.Context, interval time.Duration) {
 }
 
 func (s *sampler) sample(ctx context.Context) {
-	st, perr := readProcStatus(s.pid)
+	st, perr := harness.ReadProcStatus(s.pid)
 	callCtx, cancel := context.WithTimeout(ctx, time.Second)
 	stats, serr := s.stats(callCtx)
 	cancel()

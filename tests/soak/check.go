@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -13,58 +12,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/segfs/segfs/tests/harness"
 )
-
-// procStatus is what the soak reads from /proc/PID/status.
-type procStatus struct {
-	threads, rss, hwm int64 // OS threads; resident set now and at its peak, bytes
-}
-
-// parseProcStatus reads the Threads, VmRSS and VmHWM lines of a
-// /proc/PID/status text (kB in there).
-func parseProcStatus(r io.Reader) (procStatus, error) {
-	var st procStatus
-	seen := 0
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		var dst *int64
-		unit := int64(1)
-		switch key {
-		case "Threads":
-			dst = &st.threads
-		case "VmRSS":
-			dst, unit = &st.rss, 1024
-		case "VmHWM":
-			dst, unit = &st.hwm, 1024
-		default:
-			continue
-		}
-		f := strings.Fields(val)
-		if len(f) == 0 {
-			return st, fmt.Errorf("proc status: empty %s", key)
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return st, fmt.Errorf("proc status: %s: %w", key, err)
-		}
-		*dst = n * unit
-		seen++
-	}
-	if err := sc.Err(); err != nil {
-		return st, fmt.Errorf("proc status: %w", err)
-	}
-	if seen < 3 {
-		return st, fmt.Errorf("proc status: found %d of Threads, VmRSS, VmHWM", seen)
-	}
-	return st, nil
-}
 
 // sampleLoop samples the current segfs process every interval until ctx
 // ends: threads and resident memory from /proc, goroutines and heap from
@@ -82,14 +34,9 @@ func (s *soak) sampleLoop(ctx context.Context, interval time.Duration) {
 		if m == nil {
 			continue
 		}
-		f, err := os.Open(fmt.Sprintf("/proc/%d/status", m.Pid()))
+		st, err := harness.ReadProcStatus(m.Pid())
 		if err != nil {
-			continue // between mounts
-		}
-		st, err := parseProcStatus(f)
-		f.Close()
-		if err != nil {
-			continue
+			continue // between mounts, or unreadable
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		stats, err := m.Stats(cctx)
@@ -97,7 +44,7 @@ func (s *soak) sampleLoop(ctx context.Context, interval time.Duration) {
 		if err != nil {
 			continue
 		}
-		s.res.sample(stats["goroutines"], st.threads, max(st.rss, st.hwm), stats["heap_bytes"])
+		s.res.sample(stats["goroutines"], st.Threads, max(st.VmRSS, st.VmHWM), stats["heap_bytes"])
 	}
 }
 

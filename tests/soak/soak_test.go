@@ -32,16 +32,6 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-func TestParseProcStatus(t *testing.T) {
-	st, err := parseProcStatus(strings.NewReader("Name:\tsegfs\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nThreads:\t12\n"))
-	if err != nil || st.threads != 12 || st.rss != 1<<20 || st.hwm != 2<<20 {
-		t.Errorf("parseProcStatus = %+v, %v", st, err)
-	}
-	if _, err := parseProcStatus(strings.NewReader("Threads:\t1\n")); err == nil {
-		t.Error("a status without VmRSS and VmHWM parsed")
-	}
-}
-
 func TestReadFailures(t *testing.T) {
 	log := "time=x level=INFO msg=mounted\n" +
 		`time=y level=WARN msg="read failed" op=read key=a/b errno="input/output error" err="boom"` + "\n"
