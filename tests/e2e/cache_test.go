@@ -63,12 +63,12 @@ func TestCacheRemountNoGets(t *testing.T) {
 	first := fillCache(t, srv, bucket, cacheDir, objs, testPartSize)
 	t.Logf("first mount: %d GETs, %d parts fetched, %d cached parts of %d bytes",
 		first["gets"], first["parts_fetched"], first["cache_parts"], first["cache_bytes"])
-	dropPageCache(t)
+	harness.DropPageCache(t)
 
 	m := mountCached(t, srv, bucket, cacheDir, "--part-size", "1MiB")
-	before := mustStats(t, m)
+	before := harness.MustStats(t, m)
 	checkObjects(t, m.Dir, objs)
-	after := waitIdle(t, m)
+	after := harness.WaitIdle(t, m)
 	t.Logf("second mount: %d GETs, %d disk hits, %d memory hits, %d corrupt parts removed",
 		delta(before, after, "gets"), delta(before, after, "disk_hits"),
 		delta(before, after, "memory_hits"), after["cache_corrupt_removed"])
@@ -118,10 +118,10 @@ func TestCacheDamagedParts(t *testing.T) {
 	}
 	parts, _ = mustScanCache(t, cacheDir)
 	ids := fileIDs(t, parts)
-	dropPageCache(t)
+	harness.DropPageCache(t)
 
 	m := mountCached(t, srv, bucket, cacheDir, "--part-size", "1MiB")
-	before := mustStats(t, m)
+	before := harness.MustStats(t, m)
 	checkObjects(t, m.Dir, objs)
 	after := waitCached(t, m, partCount(objs, testPartSize))
 	removed, gets := after["cache_corrupt_removed"], delta(before, after, "gets")
@@ -152,12 +152,12 @@ func TestCacheDamagedParts(t *testing.T) {
 	if err := m.Unmount(); err != nil {
 		t.Fatal(err)
 	}
-	dropPageCache(t)
+	harness.DropPageCache(t)
 
 	m = mountCached(t, srv, bucket, cacheDir, "--part-size", "1MiB")
-	before = mustStats(t, m)
+	before = harness.MustStats(t, m)
 	checkObjects(t, m.Dir, objs)
-	after = waitIdle(t, m)
+	after = harness.WaitIdle(t, m)
 	if n := delta(before, after, "gets"); n != 0 {
 		t.Errorf("third mount made %d GETs; want 0, the damaged parts were cached again", n)
 	}
@@ -245,11 +245,11 @@ func TestCacheCrashLoop(t *testing.T) {
 		if round%2 == 0 {
 			// A delay: on a fast machine the fill may be over by then.
 			time.Sleep(time.Duration(50+rng.IntN(751)) * time.Millisecond)
-			s = mustStats(t, m)
+			s = harness.MustStats(t, m)
 		} else {
 			// A point in the fill, whatever the machine's speed.
 			target := 1 + rng.Int64N(max(1, total-int64(kept)-1))
-			s = waitStats(t, m, fmt.Sprintf("%d parts fetched", target), func(s map[string]int64) bool {
+			s = harness.WaitStats(t, m, fmt.Sprintf("%d parts fetched", target), func(s map[string]int64) bool {
 				return s["parts_fetched"] >= target
 			})
 		}
@@ -290,8 +290,8 @@ func TestCacheCrashLoop(t *testing.T) {
 		t.Errorf("after mounting, temporary files remain: %q", paths(temps))
 	}
 	checkObjects(t, m.Dir, shared.local)
-	s := waitStats(t, m, "idle with the index loaded", func(s map[string]int64) bool {
-		return idle(s) && s["cache_index_loaded"] == 1
+	s := harness.WaitStats(t, m, "idle with the index loaded", func(s map[string]int64) bool {
+		return harness.Idle(s) && s["cache_index_loaded"] == 1
 	})
 	parts, temps := mustScanCache(t, cacheDir)
 	if len(temps) > 0 {
@@ -347,7 +347,7 @@ func TestCacheDiskFull(t *testing.T) {
 	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Logf("fadvise: %v", err)
 	}
-	dropPageCache(t)
+	harness.DropPageCache(t)
 	rng := rand.New(rand.NewPCG(41, 42))
 	for range 64 {
 		n := 1 + rng.IntN(2<<20)
@@ -359,7 +359,7 @@ func TestCacheDiskFull(t *testing.T) {
 		}
 	}
 
-	s := waitIdle(t, m)
+	s := harness.WaitIdle(t, m)
 	t.Logf("no_space %d, cache_no_space %d, cache_puts %d, evictions %d, memory hits %d, GETs %d",
 		s["no_space"], s["cache_no_space"], s["cache_puts"], s["cache_evictions"], s["memory_hits"], s["gets"])
 	if s["no_space"]+s["cache_no_space"] == 0 {
@@ -444,7 +444,7 @@ func TestCacheSizeBound(t *testing.T) {
 		}
 	}()
 	checkObjects(t, m.Dir, objs)
-	s := waitIdle(t, m)
+	s := harness.WaitIdle(t, m)
 	close(done)
 	churnPeak := <-peak
 
@@ -492,10 +492,10 @@ func TestCacheNewETagSameSize(t *testing.T) {
 	putObjects(t, srv, bucket, newObjs)
 	newMtime := lastModified(t, srv, bucket, "_0.fdt")
 	t.Logf("LastModified %v, then %v (same: %v)", oldMtime, newMtime, oldMtime.Equal(newMtime))
-	dropPageCache(t)
+	harness.DropPageCache(t)
 
 	m := mountCached(t, srv, bucket, cacheDir, "--part-size", "1MiB")
-	before := mustStats(t, m)
+	before := harness.MustStats(t, m)
 	// Small reads first, at each part's start and end: each may be served
 	// by the disk cache or by a GET of its own range.
 	f, err := os.Open(filepath.Join(m.Dir, "_0.fdt"))
@@ -511,7 +511,7 @@ func TestCacheNewETagSameSize(t *testing.T) {
 		}
 	}
 	checkObjects(t, m.Dir, newObjs)
-	after := waitIdle(t, m)
+	after := harness.WaitIdle(t, m)
 	t.Logf("after the overwrite: %d GETs, %d disk hits", delta(before, after, "gets"), delta(before, after, "disk_hits"))
 	if delta(before, after, "gets") == 0 {
 		t.Errorf("no GET after the object changed: the new bytes cannot have been read")

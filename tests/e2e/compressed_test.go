@@ -96,7 +96,7 @@ func TestCompressedObjects(t *testing.T) {
 	}
 	// Every logical byte read was decoded once, and the decode time is
 	// counted for /stats.
-	if s := mustStats(t, m); s["frame_decoded_bytes"] < int64(len(logical)+len(t2szWant)) || s["frame_decodes"] < int64(len(logical)/(64<<10)) || s["frame_decode_ns"] <= 0 {
+	if s := harness.MustStats(t, m); s["frame_decoded_bytes"] < int64(len(logical)+len(t2szWant)) || s["frame_decodes"] < int64(len(logical)/(64<<10)) || s["frame_decode_ns"] <= 0 {
 		t.Errorf("frame counters after reading every file: decodes %d, bytes %d, ns %d",
 			s["frame_decodes"], s["frame_decoded_bytes"], s["frame_decode_ns"])
 	}

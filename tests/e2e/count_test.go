@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/segfs/segfs/tests/harness"
 )
 
 // TestCountingColdRead reads 4 KiB at a cold offset with no background
@@ -40,7 +42,7 @@ func TestCountingColdRead(t *testing.T) {
 	if err := comparePread(f, data, off, 4096); err != nil {
 		t.Fatal(err)
 	}
-	after := waitIdle(t, m)
+	after := harness.WaitIdle(t, m)
 	delta := func(k string) int64 { return after[k] - before[k] }
 	t.Logf("cold 4 KiB read at %d: %d GETs, %d bytes fetched, %d retries; %d FUSE reads of %d bytes; %d range GETs, %d part GETs",
 		off, delta("gets"), delta("get_bytes"), delta("retries"), delta("reads"), delta("read_bytes"), delta("range_reads"), delta("parts_fetched"))
@@ -61,7 +63,7 @@ func TestCountingColdRead(t *testing.T) {
 	if err := comparePread(g, data, off+100000, 4096); err != nil {
 		t.Fatal(err)
 	}
-	if again := waitIdle(t, m); again["gets"] != after["gets"] {
+	if again := harness.WaitIdle(t, m); again["gets"] != after["gets"] {
 		t.Errorf("a read of the cached part cost %d GETs", again["gets"]-after["gets"])
 	}
 }

@@ -24,9 +24,8 @@ import (
 // memory, polling the mount's counters, and looking at the cache directory
 // from outside (its layout is documented in cache/doc.go).
 
-// hangGuard bounds every wait on a condition segfs should reach by itself;
-// it is never a performance bound.
-const hangGuard = 60 * time.Second
+// hangGuard bounds every wait on a condition segfs should reach by itself.
+const hangGuard = harness.HangGuard
 
 // putObjects uploads objs (key to content) into bucket, a few at a time.
 func putObjects(t *testing.T, srv *harness.Server, bucket string, objs map[string][]byte) {
@@ -52,53 +51,12 @@ func mountCached(t *testing.T, srv *harness.Server, bucket, cacheDir string, arg
 	return mountS3(t, srv, "s3://"+bucket, append([]string{"--cache-dir", cacheDir}, args...)...)
 }
 
-// mustStats returns the mount's counters or ends the test.
-func mustStats(t *testing.T, m *harness.Mount) map[string]int64 {
-	t.Helper()
-	s, err := m.Stats(context.Background())
-	if err != nil {
-		t.Fatalf("%v\nsegfs log:\n%s", err, tail(m.Log(), 4096))
-	}
-	return s
-}
-
-// waitStats polls the mount's counters until cond holds and returns them.
-// After hangGuard it fails the test, naming what it waited for.
-func waitStats(t *testing.T, m *harness.Mount, what string, cond func(map[string]int64) bool) map[string]int64 {
-	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for {
-		s := mustStats(t, m)
-		if cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after %v; stats: %v", what, hangGuard, s)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// idle reports whether no part fetch is queued or running.
-func idle(s map[string]int64) bool {
-	return s["inflight_parts"] == 0 &&
-		s["queued_demand"]+s["queued_readahead"]+s["queued_background"] == 0 &&
-		s["running_demand"]+s["running_readahead"]+s["running_background"] == 0
-}
-
-// waitIdle waits until no fetch is queued or running and returns the
-// counters then.
-func waitIdle(t *testing.T, m *harness.Mount) map[string]int64 {
-	t.Helper()
-	return waitStats(t, m, "no fetch queued or running", idle)
-}
-
 // waitCached waits until no fetch is queued or running and the cache has
 // indexed exactly parts parts.
 func waitCached(t *testing.T, m *harness.Mount, parts int64) map[string]int64 {
 	t.Helper()
-	return waitStats(t, m, fmt.Sprintf("%d cached parts and no fetch in flight", parts), func(s map[string]int64) bool {
-		return idle(s) && s["cache_index_loaded"] == 1 && s["cache_parts"] == parts
+	return harness.WaitStats(t, m, fmt.Sprintf("%d cached parts and no fetch in flight", parts), func(s map[string]int64) bool {
+		return harness.Idle(s) && s["cache_index_loaded"] == 1 && s["cache_parts"] == parts
 	})
 }
 
@@ -129,19 +87,6 @@ func checkObjects(t *testing.T, dir string, objs map[string][]byte) {
 		case !bytes.Equal(got, want):
 			t.Errorf("%s: content differs (first difference at %d)", key, firstDiff(got, want))
 		}
-	}
-}
-
-// dropPageCache asks the kernel to drop clean pages, so that reads after
-// it reach segfs. Best effort: without root it only logs.
-func dropPageCache(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Log("not root: page cache not dropped")
-		return
-	}
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
-		t.Logf("drop_caches: %v (continuing)", err)
 	}
 }
 
@@ -253,11 +198,3 @@ func readPartInfo(path string) (partInfo, error) {
 }
 
 func (p partInfo) String() string { return fmt.Sprintf("%s part %d", p.object, p.index) }
-
-// tail returns about the last max bytes of s.
-func tail(s string, max int) string {
-	if len(s) > max {
-		return "…" + s[len(s)-max:]
-	}
-	return s
-}

@@ -69,8 +69,8 @@ func TestPrefetchManyReaders(t *testing.T) {
 	putObjects(t, srv, bucket, objs)
 	const maxFetches = 8
 	m := mountS3(t, srv, "s3://"+bucket, "--part-size", "256KiB", "--max-fetches", "8")
-	base := waitStats(t, m, "the index loaded", func(s map[string]int64) bool {
-		return s["cache_index_loaded"] == 1 && idle(s)
+	base := harness.WaitStats(t, m, "the index loaded", func(s map[string]int64) bool {
+		return s["cache_index_loaded"] == 1 && harness.Idle(s)
 	})
 	baseline := base["goroutines"]
 	if base["workers"] != maxFetches {
@@ -100,7 +100,7 @@ func TestPrefetchManyReaders(t *testing.T) {
 	close(start)
 	wg.Wait()
 	peak := sampler.stop()
-	s := waitIdle(t, m)
+	s := harness.WaitIdle(t, m)
 	t.Logf("goroutines: %d idle before, peak %d over %d samples; peak fetches running %d; %d GETs, %d joins, %d range reads",
 		baseline, peak.goroutines, peak.samples, peak.running, s["gets"], s["joins"], s["range_reads"])
 
@@ -113,7 +113,7 @@ func TestPrefetchManyReaders(t *testing.T) {
 	if peak.running > maxFetches {
 		t.Errorf("%d fetches ran at once; want at most --max-fetches %d", peak.running, maxFetches)
 	}
-	settled := waitStats(t, m, fmt.Sprintf("goroutines back to at most %d + %d", baseline, idleGoroutines), func(s map[string]int64) bool {
+	settled := harness.WaitStats(t, m, fmt.Sprintf("goroutines back to at most %d + %d", baseline, idleGoroutines), func(s map[string]int64) bool {
 		return s["goroutines"] <= baseline+idleGoroutines
 	})
 	t.Logf("goroutines once idle: %d", settled["goroutines"])
@@ -213,7 +213,7 @@ func TestPrefetchSingleFlight(t *testing.T) {
 				defer f.Close()
 				files[i] = f
 			}
-			before := mustStats(t, m)
+			before := harness.MustStats(t, m)
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			for i, f := range files {
@@ -226,7 +226,7 @@ func TestPrefetchSingleFlight(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
-			after := waitIdle(t, m)
+			after := harness.WaitIdle(t, m)
 			t.Logf("100 readers: %d FUSE reads, %d joins, %d range reads, %d GETs",
 				delta(before, after, "reads"), delta(before, after, "joins"), delta(before, after, "range_reads"), delta(before, after, "gets"))
 			// Every reader of the part waits on one part GET. Buffered,
@@ -262,7 +262,7 @@ func TestPrefetchKilledReader(t *testing.T) {
 	// One part for the whole object, and no fetch but the one A starts.
 	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "none", "--part-size", "64MiB")
 	path := filepath.Join(m.Dir, "_0.fdt")
-	before := mustStats(t, m)
+	before := harness.MustStats(t, m)
 
 	// O_DIRECT: A's read is a FUSE request of its own, which the kernel
 	// interrupts when A is killed (buffered reads would be the kernel's
@@ -283,7 +283,7 @@ func TestPrefetchKilledReader(t *testing.T) {
 	fetched := func(s map[string]int64) bool {
 		return delta(before, s, "parts_fetched")+delta(before, s, "fetch_errors") > 0
 	}
-	waitStats(t, m, "A's fetch to run", func(s map[string]int64) bool {
+	harness.WaitStats(t, m, "A's fetch to run", func(s map[string]int64) bool {
 		return s["running_demand"] > 0 || fetched(s)
 	})
 
@@ -294,7 +294,7 @@ func TestPrefetchKilledReader(t *testing.T) {
 	defer f.Close()
 	bDone := make(chan error, 1)
 	go func() { bDone <- comparePread(f, data, size/2, 1<<20) }()
-	s := waitStats(t, m, "B to join A's fetch", func(s map[string]int64) bool {
+	s := harness.WaitStats(t, m, "B to join A's fetch", func(s map[string]int64) bool {
 		return delta(before, s, "joins") > 0 || fetched(s)
 	})
 	if fetched(s) {
@@ -313,7 +313,7 @@ func TestPrefetchKilledReader(t *testing.T) {
 	if err := readWhole(path, data); err != nil {
 		t.Errorf("whole file after A was killed: %v", err)
 	}
-	after := waitIdle(t, m)
+	after := harness.WaitIdle(t, m)
 	t.Logf("%d GETs, %d joins, %d fetch errors, %d range reads",
 		delta(before, after, "gets"), delta(before, after, "joins"), delta(before, after, "fetch_errors"), delta(before, after, "range_reads"))
 	if n := delta(before, after, "gets"); n != 1 {
@@ -336,7 +336,7 @@ func TestPrefetchAll(t *testing.T) {
 		t.Errorf("every part is cached but started_background = 0: %v", before)
 	}
 	checkObjects(t, m.Dir, shared.local)
-	after := waitIdle(t, m)
+	after := harness.WaitIdle(t, m)
 	t.Logf("prefetched %d parts in the background (%d GETs); reading every file then made %d GETs, %d disk hits",
 		before["started_background"], before["gets"], delta(before, after, "gets"), delta(before, after, "disk_hits"))
 	if n := delta(before, after, "gets"); n != 0 {

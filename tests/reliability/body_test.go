@@ -55,7 +55,7 @@ func runBodyFaults(t *testing.T, seed uint64, rules []faults.Rule, args ...strin
 	r := &bodyRun{e: newEnv(t, nil, seed, objs), cacheDir: cacheDir(t)}
 	r.m = r.e.mount(t, r.cacheDir, append([]string{"--part-size", bodyPartSize, "--prefetch", "none"}, args...)...)
 	r.e.rules(rules...)
-	r.before = mustStats(t, r.m)
+	r.before = harness.MustStats(t, r.m)
 	rng := rand.New(rand.NewPCG(seed, 8))
 
 	direct := openAll(t, r.m.Dir, objs, syscall.O_DIRECT)
@@ -80,7 +80,7 @@ func runBodyFaults(t *testing.T, seed uint64, rules []faults.Rule, args ...strin
 		}
 		r.faulted.add(readWhole(t, filepath.Join(r.m.Dir, key), want))
 	}
-	r.after = waitIdle(t, r.m)
+	r.after = harness.WaitIdle(t, r.m)
 	r.proxy = r.e.proxy.Stats()
 	t.Logf("under faults: %v; %d GETs, faults %v; segfs: %d GETs, %d retries, %d ranged reads failed",
 		&r.faulted, r.proxy.Requests["get"], r.proxy.Faults,
@@ -108,7 +108,7 @@ func runBodyFaults(t *testing.T, seed uint64, rules []faults.Rule, args ...strin
 	// The faults stop: everything must read right, from the cache or the
 	// remote, and what gets cached now must be right too.
 	r.e.rules()
-	dropPageCache(t)
+	harness.DropPageCache(t)
 	for _, key := range sortedKeys(objs) {
 		want := objs[key]
 		for off := int64(0); off < int64(len(want)); off += partSize {
@@ -120,7 +120,7 @@ func runBodyFaults(t *testing.T, seed uint64, rules []faults.Rule, args ...strin
 			t.Errorf("%s after the faults stopped: %v", key, errnoName(errno))
 		}
 	}
-	waitIdle(t, r.m)
+	harness.WaitIdle(t, r.m)
 	checkCache(t, r.cacheDir, objs)
 	return r
 }
@@ -208,8 +208,8 @@ func TestPlan08Stalls(t *testing.T) {
 	// keeps at most two per fetch worker; anything beyond that was left
 	// by an abandoned request.
 	bound := r.before["goroutines"] + 2*2*maxFetches
-	s := waitStats(t, r.m, "segfs's goroutines back near where they were", func(s map[string]int64) bool {
-		return idle(s) && s["goroutines"] <= bound
+	s := harness.WaitStats(t, r.m, "segfs's goroutines back near where they were", func(s map[string]int64) bool {
+		return harness.Idle(s) && s["goroutines"] <= bound
 	})
 	t.Logf("goroutines: %d before the reads, %d after (bound %d)", r.before["goroutines"], s["goroutines"], bound)
 }

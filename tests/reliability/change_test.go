@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/segfs/segfs/tests/faults"
+	"github.com/segfs/segfs/tests/harness"
 )
 
 // etagOf returns the object's current ETag.
@@ -44,9 +45,9 @@ func changeMidBody(t *testing.T, e *env, key string, change func()) (*os.File, s
 	if errno, err := readExact(f, old, 3*partSize, partSize); err != nil || errno != 0 {
 		t.Fatalf("part 3 before the change: %v %v", errnoName(errno), err)
 	}
-	waitIdle(t, m)
+	harness.WaitIdle(t, m)
 	e.rules(faults.Rule{Fault: faults.Reset, Key: key, Bytes: 256 << 10, Times: 1, Then: change})
-	before := mustStats(t, m)
+	before := harness.MustStats(t, m)
 	errno, err := readExact(f, old, partSize, partSize)
 	switch {
 	case err != nil:
@@ -54,7 +55,7 @@ func changeMidBody(t *testing.T, e *env, key string, change func()) (*os.File, s
 	case errno != syscall.ESTALE:
 		t.Errorf("part 1, changed mid-body: %v, want ESTALE", errnoName(errno))
 	}
-	after := waitIdle(t, m)
+	after := harness.WaitIdle(t, m)
 	if e.proxy.Stats().Fired["reset"] != 1 {
 		t.Errorf("the mid-body change was not injected: %v", e.proxy.Stats().Fired)
 	}
@@ -126,7 +127,7 @@ func TestPlan09OverwriteMidRead(t *testing.T) {
 		t.Fatalf("the old version's part 3 is not in the cache; the remount below would test nothing")
 	}
 
-	dropPageCache(t)
+	harness.DropPageCache(t)
 	m := e.mount(t, dir, "--part-size", partSizeFlag, "--prefetch", "none")
 	before := e.proxy.Stats()
 	f, err := os.OpenFile(filepath.Join(m.Dir, key), os.O_RDONLY|syscall.O_DIRECT, 0)
@@ -139,7 +140,7 @@ func TestPlan09OverwriteMidRead(t *testing.T) {
 			t.Errorf("part at %d after the remount: %v %v (old bytes there: %v)", off, errnoName(errno), err, readMatches(f, old, off))
 		}
 	}
-	waitIdle(t, m)
+	harness.WaitIdle(t, m)
 	if n := e.proxy.Stats().GetsByKey[key] - before.GetsByKey[key]; n < int64(len(fresh)/partSize) {
 		t.Errorf("%d GETs after the remount for %d parts of a new version; a part must have come from the old version's cache", n, len(fresh)/partSize)
 	}

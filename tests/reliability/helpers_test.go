@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/tests/faults"
-	"github.com/segfs/segfs/tests/harness"
 )
 
 // randomBytes returns n reproducible random bytes.
@@ -29,46 +27,6 @@ func randomBytes(seed uint64, n int) []byte {
 	binary.LittleEndian.PutUint64(key[:], seed)
 	rand.NewChaCha8(key).Read(b)
 	return b
-}
-
-// mustStats returns the mount's counters or ends the test.
-func mustStats(t *testing.T, m *harness.Mount) map[string]int64 {
-	t.Helper()
-	s, err := m.Stats(context.Background())
-	if err != nil {
-		t.Fatalf("%v\nsegfs log:\n%s", err, tail(m.Log(), 4096))
-	}
-	return s
-}
-
-// waitStats polls the mount's counters until cond holds and returns them;
-// after hangGuard it fails the test, naming what it waited for.
-func waitStats(t *testing.T, m *harness.Mount, what string, cond func(map[string]int64) bool) map[string]int64 {
-	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for {
-		s := mustStats(t, m)
-		if cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after %v; stats: %v", what, hangGuard, s)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// idle reports whether no fetch is queued or running.
-func idle(s map[string]int64) bool {
-	return s["inflight_parts"] == 0 &&
-		s["queued_demand"]+s["queued_readahead"]+s["queued_background"] == 0 &&
-		s["running_demand"]+s["running_readahead"]+s["running_background"] == 0
-}
-
-// waitIdle waits until no fetch is queued or running.
-func waitIdle(t *testing.T, m *harness.Mount) map[string]int64 {
-	t.Helper()
-	return waitStats(t, m, "no fetch queued or running", idle)
 }
 
 // waitFor polls cond until it holds, failing the test after hangGuard.
@@ -90,19 +48,6 @@ func tail(s string, max int) string {
 		return "…" + s[len(s)-max:]
 	}
 	return s
-}
-
-// dropPageCache asks the kernel to drop clean pages, so that later reads
-// reach segfs. Best effort: without root it only logs.
-func dropPageCache(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Log("not root: page cache not dropped")
-		return
-	}
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
-		t.Logf("drop_caches: %v (continuing)", err)
-	}
 }
 
 // errnoOf returns the errno inside err, or 0.

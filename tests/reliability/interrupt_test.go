@@ -39,7 +39,7 @@ func TestPlan21InterruptedReader(t *testing.T) {
 	m := e.mount(t, cacheDir(t), "--part-size", "4MiB", "--prefetch", "none", "--idle-timeout", "10m")
 	path := filepath.Join(m.Dir, key)
 	e.rules(faults.Rule{Fault: faults.Stall, Key: key, Bytes: 64 << 10, Times: 1})
-	before := mustStats(t, m)
+	before := harness.MustStats(t, m)
 
 	type result struct {
 		n   int
@@ -99,7 +99,7 @@ func TestPlan21InterruptedReader(t *testing.T) {
 		})
 		dds = append(dds, d)
 	}
-	waitStats(t, m, "the three dd reads to join the stalled fetch", func(s map[string]int64) bool {
+	harness.WaitStats(t, m, "the three dd reads to join the stalled fetch", func(s map[string]int64) bool {
 		return delta(before, s, "joins") >= int64(len(dds))
 	})
 
@@ -154,7 +154,7 @@ wait:
 			t.Errorf("dd skip=%d read other bytes (%v)", d.skip, err)
 		}
 	}
-	after := waitIdle(t, m)
+	after := harness.WaitIdle(t, m)
 	p := e.proxy.Stats()
 	t.Logf("%d GETs (%d distinct), %d joins, %d fetch errors, %d parts fetched",
 		p.Requests["get"], p.DistinctGets, delta(before, after, "joins"), delta(before, after, "fetch_errors"), delta(before, after, "parts_fetched"))

@@ -33,7 +33,7 @@ func TestPlan22UnmountStalledReads(t *testing.T) {
 	e := newEnv(t, nil, 22, objs)
 	m := e.mount(t, cacheDir(t), "--part-size", partSizeFlag, "--prefetch", "none", "--max-fetches", "16")
 	e.rules(faults.Rule{Fault: faults.Stall, Bytes: 0}) // until the client goes away
-	before := mustStats(t, m)
+	before := harness.MustStats(t, m)
 
 	const readers = 64
 	type result struct {
@@ -56,7 +56,7 @@ func TestPlan22UnmountStalledReads(t *testing.T) {
 			results <- result{i, errno, err}
 		}()
 	}
-	s := waitStats(t, m, fmt.Sprintf("%d reads in flight", readers), func(s map[string]int64) bool {
+	s := harness.WaitStats(t, m, fmt.Sprintf("%d reads in flight", readers), func(s map[string]int64) bool {
 		return delta(before, s, "reads") >= readers
 	})
 	t.Logf("%d reads in flight; %d fetches running, %d stalled bodies", delta(before, s, "reads"),
@@ -113,7 +113,7 @@ func TestPlan22KillAndRemount(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTree(t, mnt, objs)
-	s := waitIdle(t, first)
+	s := harness.WaitIdle(t, first)
 	var parts int64
 	for _, b := range objs {
 		parts += (int64(len(b)) + partSize - 1) / partSize
@@ -159,9 +159,9 @@ func TestPlan22KillAndRemount(t *testing.T) {
 	if n := mountsAt(t, mnt); n != 1 {
 		t.Errorf("%d mounts at %s; want exactly the new one (the dead one cleared, not stacked)", n, mnt)
 	}
-	dropPageCache(t)
+	harness.DropPageCache(t)
 	checkTree(t, mnt, objs)
-	after := waitIdle(t, second)
+	after := harness.WaitIdle(t, second)
 	p := e.proxy.Stats()
 	t.Logf("after the kill: %d GETs, %d disk hits, %d corrupt parts removed", p.Requests["get"]-before.Requests["get"],
 		after["disk_hits"], after["cache_corrupt_removed"])

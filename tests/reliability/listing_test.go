@@ -172,7 +172,7 @@ func TestPlan12ListHeadFailures(t *testing.T) {
 	// Fill the cache with every object.
 	m := e.mount(t, dir, args...)
 	checkTree(t, m.Dir, tree)
-	waitIdle(t, m)
+	harness.WaitIdle(t, m)
 	if err := m.Unmount(); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestPlan12ListHeadFailures(t *testing.T) {
 		mounted := e.proxy.Stats()
 		e.rules(faults.Rule{Ops: faults.OpList | faults.OpHead, Fault: faults.InternalError},
 			faults.Rule{Ops: faults.OpOther, Fault: faults.StallHeaders})
-		dropPageCache(t)
+		harness.DropPageCache(t)
 		checkTree(t, m.Dir, tree)
 		after := e.proxy.Stats()
 		if n := after.Requests["list"] + after.Requests["head"] - mounted.Requests["list"] - mounted.Requests["head"]; n != 0 {

@@ -25,9 +25,8 @@ var (
 	binsError error
 )
 
-// hangGuard bounds every wait on something segfs should do by itself. It
-// only turns a hang into a failure; it is never a performance bound.
-const hangGuard = 60 * time.Second
+// hangGuard bounds every wait on something segfs should do by itself.
+const hangGuard = harness.HangGuard
 
 // partSize is the --part-size of most tests: small, so that reads cross
 // part borders and a few MiB make many parts.

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 
 	"github.com/segfs/segfs/tests/faults"
+	"github.com/segfs/segfs/tests/harness"
 )
 
 // sdkAttempts is how many attempts segfs's S3 client makes at one request
@@ -55,11 +56,11 @@ func TestPlan01SlowDownBurst(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		pb, sb := e.proxy.Stats(), mustStats(t, m)
+		pb, sb := e.proxy.Stats(), harness.MustStats(t, m)
 		if errno, err := readExact(f, objs["burst.fdt"], 3*partSize, partSize); err != nil || errno != 0 {
 			t.Fatalf("read under a burst of %d 503s: %v %v", k, errnoName(errno), err)
 		}
-		sa := waitIdle(t, m)
+		sa := harness.WaitIdle(t, m)
 		pa := e.proxy.Stats()
 		gets, distinct := pa.Requests["get"]-pb.Requests["get"], pa.DistinctGets-pb.DistinctGets
 		t.Logf("%d GETs for %d distinct requests, %d 503s; segfs counted %d GETs, %d retries", gets, distinct,
@@ -73,7 +74,7 @@ func TestPlan01SlowDownBurst(t *testing.T) {
 	})
 
 	t.Run("whole file", func(t *testing.T) {
-		pb, sb := e.proxy.Stats(), mustStats(t, m)
+		pb, sb := e.proxy.Stats(), harness.MustStats(t, m)
 		got, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatalf("sequential read under 503 bursts: %v", err)
@@ -81,7 +82,7 @@ func TestPlan01SlowDownBurst(t *testing.T) {
 		if string(got) != string(objs["burst.fdt"]) {
 			t.Fatalf("sequential read under 503 bursts: other bytes (first difference at %d)", firstDiff(got, objs["burst.fdt"]))
 		}
-		sa := waitIdle(t, m)
+		sa := harness.WaitIdle(t, m)
 		pa := e.proxy.Stats()
 		gets, distinct := pa.Requests["get"]-pb.Requests["get"], pa.DistinctGets-pb.DistinctGets
 		t.Logf("%d GETs for %d distinct requests; segfs: %d GETs, %d retries, %d read errors",
@@ -150,7 +151,7 @@ func TestPlan02Persistent500(t *testing.T) {
 			t.Errorf("%s: EIO after %v, more than the bound %v", r.name, took, bound)
 		}
 	}
-	s := waitIdle(t, m)
+	s := harness.WaitIdle(t, m)
 	p := e.proxy.Stats()
 	if n := p.Faults["internal_500"]; n < int64(sdkAttempts) {
 		t.Errorf("%d 500s injected; want at least one request's %d attempts", n, sdkAttempts)
@@ -175,7 +176,7 @@ func TestPlan02Persistent500(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(m.Dir, "dead.fdt")); err != nil || string(got) != string(objs["dead.fdt"]) {
 		t.Errorf("whole file after recovery: %v", err)
 	}
-	waitIdle(t, m)
+	harness.WaitIdle(t, m)
 	if rep := checkCache(t, dir, objs); rep.byKey["dead.fdt"] == 0 {
 		t.Errorf("nothing of the recovered object was cached")
 	}
@@ -195,7 +196,7 @@ func TestPlan03RetryStorm(t *testing.T) {
 	e := newEnv(t, nil, 3, objs)
 	m := e.mount(t, cacheDir(t), "--part-size", partSizeFlag, "--prefetch", "none", "--max-fetches", "32")
 	e.rules(faults.Rule{Fault: faults.InternalError, Prob: 0.3, Times: sdkAttempts - 1, PerRequest: true})
-	before := mustStats(t, m)
+	before := harness.MustStats(t, m)
 
 	const readers, readsEach = 64, 8
 	var results tally
@@ -223,7 +224,7 @@ func TestPlan03RetryStorm(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	after := waitIdle(t, m)
+	after := harness.WaitIdle(t, m)
 	p := e.proxy.Stats()
 	faultsN := p.Faults["internal_500"]
 	t.Logf("%d readers: %v; %d GETs, %d 500s injected; segfs: %d retries, %d read errors", readers, &results,

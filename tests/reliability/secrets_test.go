@@ -67,7 +67,7 @@ func TestPlan25CanaryCredentials(t *testing.T) {
 	if _, err := os.ReadFile(filepath.Join(m.Dir, "seg/broken.fdt")); err == nil {
 		t.Errorf("the always-failing object read without error")
 	}
-	waitIdle(t, m)
+	harness.WaitIdle(t, m)
 	for _, path := range []string{"/stats", "/debug/pprof/", "/debug/pprof/goroutine?debug=2", "/debug/pprof/heap?debug=1"} {
 		evidence = append(evidence, httpGet(t, "http://"+m.MetricsAddr()+path))
 	}
@@ -210,7 +210,7 @@ func TestPlan25HostilePaths(t *testing.T) {
 		t.Fatal("the hostile listing was not served")
 	}
 	checkTree(t, mnt, real)
-	s := waitIdle(t, m)
+	s := harness.WaitIdle(t, m)
 	logText := m.Log()
 	warned := strings.Count(logText, "skipping object")
 	t.Logf("%d hostile keys listed; segfs warned %d times; %d parts cached", len(hostile), warned, s["cache_parts"])
