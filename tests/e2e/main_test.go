@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -107,21 +104,7 @@ func needSegfs(t *testing.T) string {
 // newBucket creates a bucket named after the test.
 func newBucket(t *testing.T, srv *harness.Server) string {
 	t.Helper()
-	var name strings.Builder
-	name.WriteString("t-")
-	for _, r := range strings.ToLower(t.Name()) {
-		if name.Len() >= 48 {
-			break
-		}
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			name.WriteRune(r)
-		} else if !strings.HasSuffix(name.String(), "-") {
-			name.WriteByte('-')
-		}
-	}
-	var suffix [3]byte
-	rand.Read(suffix[:])
-	bucket := strings.TrimSuffix(name.String(), "-") + "-" + hex.EncodeToString(suffix[:])
+	bucket := harness.BucketName(t, "t-")
 	if err := srv.CreateBucket(context.Background(), bucket); err != nil {
 		t.Fatal(err)
 	}

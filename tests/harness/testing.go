@@ -2,7 +2,10 @@ package harness
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -86,4 +89,25 @@ func StartMountT(tb testing.TB, opts MountOptions) *Mount {
 		}
 	})
 	return m
+}
+
+// BucketName returns a bucket name made of prefix, the test's name cut to
+// a valid S3 name (lower-case letters, digits and single dashes) and a
+// random suffix, so that each run of a test has its own bucket.
+func BucketName(tb testing.TB, prefix string) string {
+	var name strings.Builder
+	name.WriteString(prefix)
+	for _, r := range strings.ToLower(tb.Name()) {
+		if name.Len() >= 48 {
+			break
+		}
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			name.WriteRune(r)
+		} else if !strings.HasSuffix(name.String(), "-") {
+			name.WriteByte('-')
+		}
+	}
+	var suffix [3]byte
+	_, _ = rand.Read(suffix[:])
+	return strings.TrimSuffix(name.String(), "-") + "-" + hex.EncodeToString(suffix[:])
 }

@@ -2,12 +2,9 @@ package reliability
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -86,7 +83,7 @@ func newEnv(t *testing.T, srv *harness.Server, seed uint64, objs map[string][]by
 		srv = shared
 	}
 	harness.RequireSegfs(t)
-	e := &env{t: t, srv: srv, objs: objs, bucket: bucketName(t)}
+	e := &env{t: t, srv: srv, objs: objs, bucket: harness.BucketName(t, "r-")}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := srv.CreateBucket(ctx, e.bucket); err != nil {
@@ -120,25 +117,6 @@ func newEnv(t *testing.T, srv *harness.Server, seed uint64, objs map[string][]by
 	})
 	e.proxy = p
 	return e
-}
-
-// bucketName is a bucket name derived from the test's name, unique per run.
-func bucketName(t *testing.T) string {
-	var name strings.Builder
-	name.WriteString("r-")
-	for _, r := range strings.ToLower(t.Name()) {
-		if name.Len() >= 48 {
-			break
-		}
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			name.WriteRune(r)
-		} else if !strings.HasSuffix(name.String(), "-") {
-			name.WriteByte('-')
-		}
-	}
-	var suffix [3]byte
-	_, _ = rand.Read(suffix[:])
-	return strings.TrimSuffix(name.String(), "-") + "-" + hex.EncodeToString(suffix[:])
 }
 
 // rules sets the proxy's rules or ends the test.
