@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/segfs/segfs/tests/harness"
 )
 
@@ -32,15 +30,7 @@ func putObjects(t *testing.T, srv *harness.Server, bucket string, objs map[strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(harness.UploadParallelism)
-	for key, body := range objs {
-		g.Go(func() error {
-			_, err := srv.PutBytes(gctx, bucket, key, body)
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if err := srv.PutObjects(ctx, bucket, objs); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// UploadParallelism bounds the PutObject calls UploadDir and UploadFiles
-// run at once.
+// UploadParallelism bounds the PutObject calls UploadDir, UploadFiles and
+// PutObjects run at once.
 const UploadParallelism = 8
 
 // unsignedPayload skips hashing the body before sending it: over plain HTTP
@@ -45,6 +45,20 @@ func (s *Server) PutBytes(ctx context.Context, bucket, key string, data []byte) 
 		return "", fmt.Errorf("put s3://%s/%s (%d bytes): %w", bucket, key, len(data), err)
 	}
 	return aws.ToString(out.ETag), nil
+}
+
+// PutObjects stores every object of objs (key to content) in bucket,
+// UploadParallelism at a time, and returns the first error.
+func (s *Server) PutObjects(ctx context.Context, bucket string, objs map[string][]byte) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(UploadParallelism)
+	for key, body := range objs {
+		g.Go(func() error {
+			_, err := s.PutBytes(gctx, bucket, key, body)
+			return err
+		})
+	}
+	return g.Wait()
 }
 
 // PutFile stores the local file at localPath as bucket/key with one

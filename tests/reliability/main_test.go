@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/segfs/segfs/tests/faults"
 	"github.com/segfs/segfs/tests/harness"
 )
@@ -89,15 +87,7 @@ func newEnv(t *testing.T, srv *harness.Server, seed uint64, objs map[string][]by
 	if err := srv.CreateBucket(ctx, e.bucket); err != nil {
 		t.Fatal(err)
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(harness.UploadParallelism)
-	for key, body := range objs {
-		g.Go(func() error {
-			_, err := srv.PutBytes(gctx, e.bucket, key, body)
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if err := srv.PutObjects(ctx, e.bucket, objs); err != nil {
 		t.Fatal(err)
 	}
 	p, err := faults.New(faults.Config{
