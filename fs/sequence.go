@@ -9,6 +9,7 @@ type Sequence struct {
 	mu      sync.Mutex
 	nextOff int64 // where the last read ended
 	window  int   // readahead window in parts; 0 after a seek
+	run     int   // sequential reads in a row, up to seqRun
 	started bool
 	aheadTo int64 // the last part readahead was issued for; -1 after a seek
 }
@@ -18,9 +19,18 @@ type Sequence struct {
 // requests arrive slightly out of order.
 const seqSlack = 4 << 20
 
+// seqRun is how many sequential reads in a row open the readahead window.
+// One is not enough: a random reader's next read lands within seqSlack of
+// its last one now and then (one read in fifty over a 400 MB file), and
+// readahead for it would read a whole part from disk or the remote that
+// nobody wants, in the way of the reads that follow. Two in a row by
+// chance are rare (one in 2,500 there). A reader from the start of the
+// file counts its first read.
+const seqRun = 2
+
 // observe records a read of [off, end) and returns the readahead window in
-// parts: it doubles on every sequential read up to max, and drops to 0 on
-// a seek.
+// parts: 0 until seqRun sequential reads in a row, then 1, doubling on
+// every sequential read up to max; a seek drops it to 0.
 func (s *Sequence) observe(off, end int64, max int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -30,10 +40,14 @@ func (s *Sequence) observe(off, end int64, max int) int {
 	if end > s.nextOff || !sequential {
 		s.nextOff = end
 	}
-	switch {
-	case !sequential:
-		s.window = 0
+	if !sequential {
+		s.window, s.run = 0, 0
 		s.aheadTo = -1
+		return 0
+	}
+	s.run = min(s.run+1, seqRun)
+	switch {
+	case s.run < seqRun:
 	case s.window == 0:
 		s.window = 1
 	default:

@@ -13,16 +13,20 @@ func TestSequenceWindowAndAhead(t *testing.T) {
 		from, to int64 // readahead issued, for a part size of 100
 		last     int64
 	}{
-		{0, 50, 1, 1, 1, 0},
-		{50, 100, 2, 2, 2, 0},
-		{100, 150, 4, 3, 5, 1},
-		{150, 200, 8, 6, 9, 1},
-		{200, 250, 8, 10, 10, 2},
+		{0, 50, 0, 0, 0, 0}, // one read is not yet a sequence
+		{50, 100, 1, 1, 1, 0},
+		{100, 150, 2, 2, 3, 1},
+		{150, 200, 4, 4, 5, 1},
+		{200, 250, 8, 6, 10, 2},
+		{250, 300, 8, 11, 10, 2}, // nothing new to issue
 	}
 	for i, st := range steps {
 		w := s.observe(st.off, st.end, max)
 		if w != st.window {
 			t.Fatalf("step %d: window %d, want %d", i, w, st.window)
+		}
+		if w == 0 {
+			continue // the reader issues no readahead
 		}
 		from, to := s.ahead(st.last, int64(w))
 		if from != st.from || to != st.to {
@@ -33,10 +37,25 @@ func TestSequenceWindowAndAhead(t *testing.T) {
 	if w := s.observe(50<<20, 50<<20+50, max); w != 0 {
 		t.Fatalf("after a seek the window is %d, want 0", w)
 	}
-	if w := s.observe(50<<20+50, 50<<20+100, max); w != 1 {
-		t.Fatalf("sequential after the seek: window %d, want 1", w)
+	if w := s.observe(50<<20+50, 50<<20+100, max); w != 0 {
+		t.Fatalf("one sequential read after the seek: window %d, want 0", w)
+	}
+	if w := s.observe(50<<20+100, 50<<20+150, max); w != 1 {
+		t.Fatalf("two sequential reads after the seek: window %d, want 1", w)
 	}
 	if from, to := s.ahead(50, 1); from != 51 || to != 51 {
 		t.Fatalf("ahead after a seek [%d,%d], want [51,51]", from, to)
+	}
+}
+
+// A random reader's reads that land near the one before, one at a time,
+// never open the window.
+func TestSequenceIgnoresChanceNeighbours(t *testing.T) {
+	var s Sequence
+	offs := []int64{100 << 20, 100<<20 + 3<<20, 300 << 20, 7 << 20, 7<<20 - 2<<20, 250 << 20, 0, 180 << 20}
+	for _, off := range offs {
+		if w := s.observe(off, off+4096, 8); w != 0 {
+			t.Fatalf("read at %d: window %d, want 0", off, w)
+		}
 	}
 }
