@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -31,7 +32,20 @@ type Latencies struct {
 	P99   float64 `json:"p99_ms"`
 	Max   float64 `json:"max_ms"`
 	Mean  float64 `json:"mean_ms"`
+	// Slowest are the slowest few, slowest first, with their place in
+	// the sequence: whether a tail comes from the first reads (a fresh
+	// mount's connections, its first fetches) or from anywhere.
+	Slowest []Sample `json:"slowest,omitempty"`
 }
+
+// Sample is one latency and its index in the sequence measured.
+type Sample struct {
+	Index int     `json:"index"`
+	Ms    float64 `json:"ms"`
+}
+
+// slowestKept is how many of the slowest latencies Summarize keeps.
+const slowestKept = 5
 
 // Summarize returns the summary of ds; the zero Latencies for none.
 func Summarize(ds []time.Duration) Latencies {
@@ -44,12 +58,22 @@ func Summarize(ds []time.Duration) Latencies {
 	for _, d := range s {
 		sum += d
 	}
+	idx := make([]int, len(ds))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(ds[b], ds[a]) })
+	var slowest []Sample
+	for _, i := range idx[:min(slowestKept, len(idx))] {
+		slowest = append(slowest, Sample{Index: i, Ms: ms(ds[i])})
+	}
 	return Latencies{
-		Count: len(s),
-		P50:   ms(percentileSorted(s, 50)),
-		P99:   ms(percentileSorted(s, 99)),
-		Max:   ms(s[len(s)-1]),
-		Mean:  ms(sum / time.Duration(len(s))),
+		Count:   len(s),
+		P50:     ms(percentileSorted(s, 50)),
+		P99:     ms(percentileSorted(s, 99)),
+		Max:     ms(s[len(s)-1]),
+		Mean:    ms(sum / time.Duration(len(s))),
+		Slowest: slowest,
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -75,12 +76,13 @@ func TestPercentileInvariants(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	if got := Summarize(nil); got != (Latencies{}) {
+	if got := Summarize(nil); !reflect.DeepEqual(got, Latencies{}) {
 		t.Errorf("Summarize(nil) = %+v", got)
 	}
 	got := Summarize([]time.Duration{30 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 1500 * time.Microsecond})
-	want := Latencies{Count: 4, P50: 10, P99: 30, Max: 30, Mean: 15.375}
-	if got != want {
+	want := Latencies{Count: 4, P50: 10, P99: 30, Max: 30, Mean: 15.375,
+		Slowest: []Sample{{0, 30}, {2, 20}, {1, 10}, {3, 1.5}}}
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Summarize = %+v, want %+v", got, want)
 	}
 }
