@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseByteSize(t *testing.T) {
@@ -59,6 +60,38 @@ func TestCheckMountpoint(t *testing.T) {
 			t.Errorf("checkMountpoint(%s): %v", c.path, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("checkMountpoint(%s) = %v, want an error saying %q", c.path, err, c.want)
+		}
+	}
+}
+
+func TestMountFlagBounds(t *testing.T) {
+	base := mountCmd{PartSize: 8 << 20, MaxFetches: 16, MaxRead: 1 << 20, IdleTimeout: time.Second}
+	cases := []struct {
+		max, background int
+		ok              bool
+		reserved        int
+	}{
+		{16, 0, true, 0}, // the scheduler's default
+		{16, 12, true, 4},
+		{16, 15, true, 1},
+		{16, 16, false, 0}, // nothing left for reads that wait
+		{16, -1, false, 0},
+		{1, 1, true, 0},
+		{1, 2, false, 0},
+	}
+	for _, c := range cases {
+		m := base
+		m.MaxFetches, m.BackgroundFetches = c.max, c.background
+		err := m.validate()
+		if (err == nil) != c.ok {
+			t.Errorf("--max-fetches %d --background-fetches %d: err %v, want ok %v", c.max, c.background, err, c.ok)
+			continue
+		}
+		if err != nil && !strings.Contains(err.Error(), "--background-fetches") {
+			t.Errorf("error %q does not name the flag", err)
+		}
+		if c.ok && m.reserved() != c.reserved {
+			t.Errorf("--max-fetches %d --background-fetches %d: reserved %d, want %d", c.max, c.background, m.reserved(), c.reserved)
 		}
 	}
 }

@@ -27,17 +27,27 @@ type mountCmd struct {
 	Region    string `help:"S3 region. Default: from the AWS config chain (AWS_REGION, ~/.aws/config), else us-east-1."`
 	PathStyle bool   `name:"path-style" help:"Use path-style S3 addressing (bucket in the path), as most S3-compatible services need."`
 
-	CacheDir     string        `name:"cache-dir" help:"Directory of the persistent part cache (0700; kept across mounts). Default: segfs/<hash of SOURCE> under the user's cache directory ($XDG_CACHE_HOME or ~/.cache)."`
-	CacheSize    byteSize      `name:"cache-size" default:"10GiB" help:"Most bytes the part cache may hold on disk; least recently used parts are evicted."`
-	CacheMinFree string        `name:"cache-min-free" default:"5%" help:"Free space to leave on the cache's file system, as a size or a percentage of the file system."`
-	PartSize     byteSize      `name:"part-size" default:"8MiB" help:"Size of the aligned parts that are fetched and cached."`
-	MaxFetches   int           `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, for the whole mount: the size of the fetch pool."`
-	Prefetch     string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file); all (every file after mounting, small files first)."`
-	MemoryCache  byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames, and for parts the disk cache cannot take (a full disk)."`
-	MaxRead      byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
-	IdleTimeout  time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
-	MetricsAddr  string        `name:"metrics-addr" help:"Serve counters as JSON at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
-	Debug        bool          `help:"Log every FUSE request (very verbose)."`
+	CacheDir          string        `name:"cache-dir" help:"Directory of the persistent part cache (0700; kept across mounts). Default: segfs/<hash of SOURCE> under the user's cache directory ($XDG_CACHE_HOME or ~/.cache)."`
+	CacheSize         byteSize      `name:"cache-size" default:"10GiB" help:"Most bytes the part cache may hold on disk; least recently used parts are evicted."`
+	CacheMinFree      string        `name:"cache-min-free" default:"5%" help:"Free space to leave on the cache's file system, as a size or a percentage of the file system."`
+	PartSize          byteSize      `name:"part-size" default:"8MiB" help:"Size of the aligned parts that are fetched and cached."`
+	MaxFetches        int           `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, for the whole mount: the size of the fetch pool."`
+	BackgroundFetches int           `name:"background-fetches" placeholder:"N" help:"Most of the --max-fetches that background work (the rest of opened files; every file with --prefetch all) may hold; the others stay free for reads that wait and for readahead. Default: three quarters of --max-fetches."`
+	Prefetch          string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file); all (every file after mounting, small files first)."`
+	MemoryCache       byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames, and for parts the disk cache cannot take (a full disk)."`
+	MaxRead           byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
+	IdleTimeout       time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
+	MetricsAddr       string        `name:"metrics-addr" help:"Serve counters as JSON at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
+	Debug             bool          `help:"Log every FUSE request (very verbose)."`
+}
+
+// reserved returns how many fetch workers background work leaves free;
+// 0 asks for the scheduler's default.
+func (c *mountCmd) reserved() int {
+	if c.BackgroundFetches == 0 {
+		return 0
+	}
+	return c.MaxFetches - c.BackgroundFetches
 }
 
 func (c *mountCmd) validate() error {
@@ -48,6 +58,8 @@ func (c *mountCmd) validate() error {
 		return fmt.Errorf("--part-size %v: must be at most 1GiB", c.PartSize)
 	case c.MaxFetches < 1 || c.MaxFetches > 1024:
 		return fmt.Errorf("--max-fetches %d: must be between 1 and 1024", c.MaxFetches)
+	case c.BackgroundFetches < 0 || c.BackgroundFetches > max(c.MaxFetches-1, 1):
+		return fmt.Errorf("--background-fetches %d: must be between 1 and %d (one fewer than --max-fetches)", c.BackgroundFetches, max(c.MaxFetches-1, 1))
 	case c.MaxRead < 4096 || c.MaxRead > 1<<20:
 		return fmt.Errorf("--max-read %v: must be between 4KiB and 1MiB", c.MaxRead)
 	case c.CacheSize < 0:
@@ -104,7 +116,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	defer pc.Close()
 	setMemoryLimit(c, log)
 
-	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches})
+	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved()})
 	defer sched.Close()
 	reader := segfs.NewReader(store, pc, sched, segfs.ReaderConfig{
 		Source:      store.String(),
