@@ -206,7 +206,10 @@ func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, of
 	if seq != nil {
 		window = seq.observe(off, end, r.cfg.MaxReadahead)
 	}
-	small := window == 0 && end-off <= r.cfg.SmallRead
+	// A read of a part no larger than SmallRead (a small file, an
+	// object's short tail) waits for the part: a GET of its own range
+	// would cost about as much.
+	small := window == 0 && end-off <= r.cfg.SmallRead && r.partLen(obj, first) > r.cfg.SmallRead
 
 	// Start the fetches of every further part this read spans before
 	// waiting on the first.

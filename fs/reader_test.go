@@ -311,6 +311,26 @@ func TestSmallColdReadsShareOneRangeGet(t *testing.T) {
 	}
 }
 
+// A small read of a part no larger than SmallRead (a small file) waits
+// for that part: one GET, not a range GET and then the part.
+func TestSmallReadOfSmallPartFetchesThePart(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(10, 6000)
+	obj := store.put("small", data)
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, SmallRead: 8 << 10, Prefetch: PrefetchNone})
+	for _, off := range []int64{0, 4000, 100} {
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, 1000), off, nil)
+		if err != nil || !bytes.Equal(got, data[off:off+1000]) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+	}
+	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	st := r.Stats()
+	if st.RangeReads != 0 || st.StartedDemand != 1 || store.calls.Load() != 1 {
+		t.Fatalf("range GETs %d, demand parts %d, remote reads %d; want 0, 1, 1", st.RangeReads, st.StartedDemand, store.calls.Load())
+	}
+}
+
 func TestInterruptedReaderDoesNotCancelSharedFetch(t *testing.T) {
 	store := newMemStore()
 	data := randomBytes(3, 4096)
