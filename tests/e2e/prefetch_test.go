@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -122,6 +123,7 @@ func TestPrefetchManyReaders(t *testing.T) {
 // peakStats are the highest values a sampler saw.
 type peakStats struct {
 	goroutines, running int64
+	background          int64 // background fetches running
 	samples             int
 }
 
@@ -143,6 +145,7 @@ func startSampler(m *harness.Mount) *sampler {
 				p.samples++
 				p.goroutines = max(p.goroutines, st["goroutines"])
 				p.running = max(p.running, st["running_demand"]+st["running_readahead"]+st["running_background"])
+				p.background = max(p.background, st["running_background"])
 			}
 			select {
 			case <-s.done:
@@ -342,4 +345,27 @@ func TestPrefetchAll(t *testing.T) {
 	if n := delta(before, after, "gets"); n != 0 {
 		t.Errorf("reading the prefetched files made %d GETs; want 0", n)
 	}
+}
+
+// TestBackgroundFetchesBound checks that --background-fetches bounds the
+// fetches the background fill holds, however many parts --prefetch all
+// queues, and that the fill still completes.
+func TestBackgroundFetchesBound(t *testing.T) {
+	srv := needServer(t)
+	bucket := uploadShard(t, srv, "")
+	const partSize, background = 256 << 10, 2
+	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "all", "--part-size", "256KiB",
+		"--max-fetches", "8", "--background-fetches", strconv.Itoa(background))
+	sampler := startSampler(m)
+	filled := waitCached(t, m, partCount(shared.local, partSize))
+	peak := sampler.stop()
+	t.Logf("%d parts fetched in the background; peak %d background fetches running over %d samples",
+		filled["started_background"], peak.background, peak.samples)
+	if peak.background > background {
+		t.Errorf("%d background fetches ran at once; want at most --background-fetches %d", peak.background, background)
+	}
+	if peak.samples >= 3 && peak.background == 0 {
+		t.Errorf("no background fetch seen running in %d samples while %d parts were fetched", peak.samples, filled["started_background"])
+	}
+	checkObjects(t, m.Dir, shared.local)
 }
