@@ -202,14 +202,16 @@ func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, of
 	ps := r.cfg.PartSize
 	first, last := off/ps, (end-1)/ps
 
-	window := 0
+	window, sequential := 0, false
 	if seq != nil {
-		window = seq.observe(off, end, r.cfg.MaxReadahead)
+		window, sequential = seq.observe(off, end, r.cfg.MaxReadahead)
 	}
-	// A read of a part no larger than SmallRead (a small file, an
-	// object's short tail) waits for the part: a GET of its own range
-	// would cost about as much.
-	small := window == 0 && end-off <= r.cfg.SmallRead && r.partLen(obj, first) > r.cfg.SmallRead
+	// A small read that does not continue the one before is served by a
+	// GET of its own range, unless its part is no larger than SmallRead
+	// (a small file, an object's short tail): a GET of the range would
+	// cost about as much as the part. A read that continues a sequence
+	// (or starts the file) waits for its part, as the next reads will.
+	small := !sequential && end-off <= r.cfg.SmallRead && r.partLen(obj, first) > r.cfg.SmallRead
 
 	// Start the fetches of every further part this read spans before
 	// waiting on the first.

@@ -28,13 +28,15 @@ const seqSlack = 4 << 20
 // file counts its first read.
 const seqRun = 2
 
-// observe records a read of [off, end) and returns the readahead window in
+// observe records a read of [off, end). It returns the readahead window in
 // parts: 0 until seqRun sequential reads in a row, then 1, doubling on
-// every sequential read up to max; a seek drops it to 0.
-func (s *Sequence) observe(off, end int64, max int) int {
+// every sequential read up to max; a seek drops it to 0. sequential
+// reports whether this read continued the one before it (or started the
+// file at offset 0).
+func (s *Sequence) observe(off, end int64, max int) (window int, sequential bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sequential := (!s.started && off == 0) ||
+	sequential = (!s.started && off == 0) ||
 		(s.started && off >= s.nextOff-seqSlack && off <= s.nextOff+seqSlack)
 	s.started = true
 	if end > s.nextOff || !sequential {
@@ -43,7 +45,7 @@ func (s *Sequence) observe(off, end int64, max int) int {
 	if !sequential {
 		s.window, s.run = 0, 0
 		s.aheadTo = -1
-		return 0
+		return 0, false
 	}
 	s.run = min(s.run+1, seqRun)
 	switch {
@@ -53,7 +55,7 @@ func (s *Sequence) observe(off, end int64, max int) int {
 	default:
 		s.window = min(2*s.window, max)
 	}
-	return s.window
+	return s.window, true
 }
 
 // ahead returns the parts to issue readahead for after a read that ended
