@@ -113,6 +113,9 @@ type counters struct {
 	corrupt, readErrors            atomic.Int64
 	noSpace, boundSkips            atomic.Int64
 	loadedParts, loadNanos, strays atomic.Int64
+	promotions, promotedBytes      atomic.Int64
+	promoteErrors, objectOpens     atomic.Int64
+	badObjects                     atomic.Int64
 	indexLoaded                    atomic.Bool
 }
 
@@ -137,6 +140,12 @@ type Stats struct {
 	LoadedParts    int64 // parts the index load found on disk
 	StrayFiles     int64 // files in the cache directory that are not parts, left alone
 	IndexLoadTime  time.Duration
+	WholeObjects   int64 // indexed whole-object files (Promote)
+	Promotions     int64 // whole-object files built
+	PromotedBytes  int64 // object bytes copied into them
+	PromoteErrors  int64 // Promotes that failed for another reason than space or a missing part
+	ObjectOpens    int64 // OpenObject calls that returned a sealed file
+	BadObjects     int64 // whole-object files removed: seal broken, data file changed
 }
 
 // Open opens or creates the cache in cfg.Dir. It takes an exclusive lock
@@ -289,6 +298,8 @@ func (c *Cache) Unpin(object, etag string) {
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	bytes, parts := c.idx.used, int64(len(c.idx.entries))
+	whole := int64(c.idx.wholes)
+	parts -= whole
 	var pinned int64
 	for _, o := range c.idx.objs {
 		if o.pins > 0 {
@@ -317,6 +328,12 @@ func (c *Cache) Stats() Stats {
 		LoadedParts:    s.loadedParts.Load(),
 		StrayFiles:     s.strays.Load(),
 		IndexLoadTime:  time.Duration(s.loadNanos.Load()),
+		WholeObjects:   whole,
+		Promotions:     s.promotions.Load(),
+		PromotedBytes:  s.promotedBytes.Load(),
+		PromoteErrors:  s.promoteErrors.Load(),
+		ObjectOpens:    s.objectOpens.Load(),
+		BadObjects:     s.badObjects.Load(),
 	}
 }
 

@@ -12,6 +12,10 @@
 //	DIR/tmp/          temporary files of Puts in progress; emptied by Open
 //	DIR/ab/<id>.part  part files, 0600; <id> is the hex SHA-256 of the
 //	                  length-prefixed Key, ab its first two digits
+//	DIR/ab/<id>.obj   whole-object files (Promote), 0600: the object's bytes
+//	                  at their own offsets; <id> is the hex SHA-256 of the
+//	                  length-prefixed source, object key and ETag
+//	DIR/ab/<id>.seal  the seal of the .obj beside it (see object.go)
 //
 // No byte of an object key, source or ETag ever appears in a path, so a
 // key such as "../../x" names a file like any other.
@@ -91,6 +95,23 @@
 //     MaxWriters Puts write at once (a semaphore; ctx bounds the wait), so
 //     disk writes block a bounded number of OS threads. ReadAt is not
 //     bounded here: its callers (FUSE request threads) are.
+//   - Whole-object files: Promote copies an object whose parts are all
+//     cached, each read through ReadAt and so checked, into one file,
+//     syncs it, renames it into place and writes its seal; then it removes
+//     the parts, whose reads the file serves from then on. The file has
+//     no room for block checksums, so it is trusted by its seal instead:
+//     the seal records the object and the file's device, inode, size,
+//     change and modification time, and every OpenObject and every ReadAt
+//     it serves compares them with the file (one fstat). A write, a
+//     truncation or a file put in its place breaks the seal: both files
+//     are removed, counted (Stats.BadObjects) and the read misses. A disk
+//     that silently returns other bytes than it stored is not caught, as
+//     the parts' checksums would catch it; that is the price of letting
+//     the kernel serve the file (FUSE passthrough), and why whole-object
+//     files are an option of the caller. They count toward MaxBytes and
+//     are evicted like parts; an object larger than a quarter of MaxBytes
+//     is not promoted. A crash between the file's rename and its seal's
+//     leaves a file without a seal, removed by the next load.
 //   - Exclusivity: one Cache per directory at a time (flock on DIR/lock).
 //     The kernel drops the lock when the process dies.
 //   - Close stops the load, waits for every ReadAt and Put in progress and

@@ -86,8 +86,9 @@ func read(t testing.TB, c *Cache, k Key, off int64, n int) ([]byte, bool) {
 	return p[:got], ok
 }
 
-// diskUsage walks a cache directory: the bytes and count of part files,
-// and the temporary files.
+// diskUsage walks a cache directory: the bytes of part files and
+// whole-object files with their seals, the count of part files, and the
+// temporary files.
 func diskUsage(t testing.TB, dir string) (bytes int64, parts, temps int) {
 	t.Helper()
 	err := filepath.WalkDir(dir, func(path string, de fs.DirEntry, err error) error {
@@ -108,6 +109,15 @@ func diskUsage(t testing.TB, dir string) (bytes int64, parts, temps int) {
 			}
 			bytes += fi.Size()
 			parts++
+		case strings.HasSuffix(path, objSuffix), strings.HasSuffix(path, sealSuffix):
+			fi, err := de.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			bytes += fi.Size()
 		case strings.HasSuffix(path, ".tmp"):
 			temps++
 		}

@@ -8,6 +8,7 @@ package cache
 type entry struct {
 	id         partID
 	size       int64     // the file's size, header included
+	whole      bool      // a whole-object file and its seal (object.go), not a part
 	obj        *objState // nil until the part is read or written under its Key
 	prev, next *entry    // LRU links; front is most recently used
 }
@@ -65,6 +66,8 @@ type index struct {
 	tomb   map[partID]struct{}
 	loaded bool
 
+	wholes int // entries that are whole-object files
+
 	objs          map[objID]*objState
 	pinnedEntries int // entries whose object is pinned
 }
@@ -119,7 +122,18 @@ func (x *index) attach(e *entry, k *Key) {
 	}
 }
 
+// insertWhole indexes a whole-object file and its seal, size bytes in all.
+func (x *index) insertWhole(id partID, size int64, k *Key, front bool) *entry {
+	e := x.insert(id, size, k, front)
+	e.whole = true
+	x.wholes++
+	return e
+}
+
 func (x *index) remove(e *entry) {
+	if e.whole {
+		x.wholes--
+	}
 	delete(x.entries, e.id)
 	x.used -= e.size
 	x.lru.remove(e)
@@ -173,8 +187,9 @@ func (x *index) unpin(id objID) {
 // victim is a part removed from the index whose file is still to be
 // removed; it is marked busy until then.
 type victim struct {
-	id   partID
-	size int64
+	id    partID
+	size  int64
+	whole bool
 }
 
 // evict removes least recently used parts from the index, parts of
@@ -187,7 +202,7 @@ func (x *index) evict(enough func(freed int64) bool) []victim {
 	take := func(e *entry) {
 		x.remove(e)
 		x.busy[e.id] = struct{}{}
-		out = append(out, victim{e.id, e.size})
+		out = append(out, victim{e.id, e.size, e.whole})
 		freed += e.size
 	}
 	// First pass: unpinned parts, from the back. A pinned part passed over

@@ -81,9 +81,12 @@ func (id partID) path(dir string) string {
 
 // parsePartName returns the partID named by a file name in subdirectory
 // sub, or false if the name is not a part file's name for that directory.
-func parsePartName(sub, name string) (partID, bool) {
+func parsePartName(sub, name string) (partID, bool) { return parseName(sub, name, partSuffix) }
+
+// parseName parses <hex id><suffix> in subdirectory sub.
+func parseName(sub, name, suffix string) (partID, bool) {
 	var id partID
-	if len(name) != 2*len(id)+len(partSuffix) || name[2*len(id):] != partSuffix || name[:2] != sub {
+	if len(name) != 2*len(id)+len(suffix) || name[2*len(id):] != suffix || name[:2] != sub {
 		return id, false
 	}
 	if _, err := hex.Decode(id[:], []byte(name[:2*len(id)])); err != nil {

@@ -20,9 +20,10 @@ const loadWorkers = 4
 
 // found is a part file seen by the load.
 type found struct {
-	id   partID
-	size int64
-	used int64 // last use: max(atime, mtime), in ns
+	id    partID
+	size  int64
+	used  int64 // last use: max(atime, mtime), in ns
+	whole bool  // a whole-object file with its seal
 }
 
 // load indexes the part files on disk: it stats them (it reads no
@@ -33,7 +34,7 @@ type found struct {
 func (c *Cache) load() {
 	defer close(c.loadDone)
 	start := time.Now()
-	parts, strays, err := c.walk()
+	parts, orphans, strays, err := c.walk()
 	if err != nil {
 		c.cfg.Logger.Warn("cache: index load incomplete", "dir", c.dir, "err", err)
 	}
@@ -48,20 +49,23 @@ func (c *Cache) load() {
 	for i := 0; i < len(parts); i += chunk {
 		c.mu.Lock()
 		for _, f := range parts[i:min(i+chunk, len(parts))] {
-			if c.idx.mayIndex(f.id) {
+			if !c.idx.mayIndex(f.id) {
+				continue
+			}
+			if f.whole {
+				c.idx.insertWhole(f.id, f.size, nil, false)
+			} else {
 				c.idx.insert(f.id, f.size, nil, false)
 			}
 		}
 		if i+chunk >= len(parts) {
-			c.idx.loaded = true
-			c.idx.tomb = nil
+			c.finishLoadLocked(orphans)
 		}
 		c.mu.Unlock()
 	}
 	if len(parts) == 0 {
 		c.mu.Lock()
-		c.idx.loaded = true
-		c.idx.tomb = nil
+		c.finishLoadLocked(orphans)
 		c.mu.Unlock()
 	}
 	c.stats.loadedParts.Store(int64(len(parts)))
@@ -73,8 +77,25 @@ func (c *Cache) load() {
 	c.trim()
 }
 
-// walk stats every part file in the fan-out directories.
-func (c *Cache) walk() (parts []found, strays int64, err error) {
+// finishLoadLocked marks the index loaded and removes the halves of
+// whole-object files whose other half the walk did not find (a crash
+// between writing a data file and its seal), unless a Promote has
+// indexed or is writing that object since.
+func (c *Cache) finishLoadLocked(orphans []partID) {
+	for _, id := range orphans {
+		_, present := c.idx.entries[id]
+		_, busy := c.idx.busy[id]
+		if !present && !busy {
+			removeObjectFiles(c.dir, id)
+		}
+	}
+	c.idx.loaded = true
+	c.idx.tomb = nil
+}
+
+// walk stats every part file and whole-object file in the fan-out
+// directories.
+func (c *Cache) walk() (parts []found, orphans []partID, strays int64, err error) {
 	subs := make(chan string)
 	var (
 		mu   sync.Mutex
@@ -84,9 +105,10 @@ func (c *Cache) walk() (parts []found, strays int64, err error) {
 	for range loadWorkers {
 		wg.Go(func() {
 			for sub := range subs {
-				p, s, err := c.walkSub(sub)
+				p, o, s, err := c.walkSub(sub)
 				mu.Lock()
 				parts = append(parts, p...)
+				orphans = append(orphans, o...)
 				strays += s
 				if err != nil {
 					errs = append(errs, err)
@@ -103,29 +125,41 @@ func (c *Cache) walk() (parts []found, strays int64, err error) {
 	}
 	close(subs)
 	wg.Wait()
-	return parts, strays, errors.Join(errs...)
+	return parts, orphans, strays, errors.Join(errs...)
 }
 
-// walkSub stats the part files in one fan-out directory.
-func (c *Cache) walkSub(sub string) (parts []found, strays int64, err error) {
+// walkSub stats the part files and whole-object files in one fan-out
+// directory. A data file and its seal make one entry; a half without the
+// other is an orphan.
+func (c *Cache) walkSub(sub string) (parts []found, orphans []partID, strays int64, err error) {
 	d, err := os.Open(filepath.Join(c.dir, sub))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, 0, nil
+		return nil, nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer d.Close()
 	names, err := d.Readdirnames(-1)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", d.Name(), err)
+		return nil, nil, 0, fmt.Errorf("%s: %w", d.Name(), err)
 	}
 	dfd := int(d.Fd())
+	objs := make(map[partID]found)
+	seals := make(map[partID]int64)
 	for _, name := range names {
 		if c.ctx.Err() != nil {
-			return parts, strays, nil
+			return parts, nil, strays, nil
 		}
 		id, ok := parsePartName(sub, name)
+		obj, seal := false, false
+		if !ok {
+			if id, ok = parseName(sub, name, objSuffix); ok {
+				obj = true
+			} else if id, ok = parseName(sub, name, sealSuffix); ok {
+				seal = true
+			}
+		}
 		if !ok {
 			strays++
 			continue
@@ -138,10 +172,30 @@ func (c *Cache) walkSub(sub string) (parts []found, strays int64, err error) {
 			strays++
 			continue
 		}
-		used := max(st.Atim.Nano(), st.Mtim.Nano())
-		parts = append(parts, found{id: id, size: st.Size, used: used})
+		f := found{id: id, size: st.Size, used: max(st.Atim.Nano(), st.Mtim.Nano())}
+		switch {
+		case obj:
+			f.whole = true
+			objs[id] = f
+		case seal:
+			seals[id] = st.Size
+		default:
+			parts = append(parts, f)
+		}
 	}
-	return parts, strays, nil
+	for id, f := range objs {
+		if n, ok := seals[id]; ok {
+			f.size += n
+			parts = append(parts, f)
+			delete(seals, id)
+		} else {
+			orphans = append(orphans, id)
+		}
+	}
+	for id := range seals {
+		orphans = append(orphans, id)
+	}
+	return parts, orphans, strays, nil
 }
 
 // trim evicts to the bounds once the index is loaded: the parts found on

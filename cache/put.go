@@ -37,6 +37,9 @@ func (c *Cache) Put(ctx context.Context, k Key, data []byte) error {
 	}
 	defer c.ops.Done()
 
+	if _, wid := wholeOf(k); c.hasWhole(wid) {
+		return nil // its object's whole-object file holds it
+	}
 	id := k.id()
 	claimed, loaded := c.claim(id)
 	if !claimed {
@@ -129,14 +132,8 @@ func (c *Cache) release(id partID) {
 // write writes header and data to a new temporary file and renames it
 // into place. On error the temporary file is removed.
 func (c *Cache) write(id partID, hdr, data []byte) (err error) {
-	path := id.path(c.dir)
 	tmp := filepath.Join(c.tmpDir, id.String()[:16]+"."+strconv.FormatUint(c.tmpSeq.Add(1), 10)+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrNotExist) { // tmp/ removed under us
-		if err = os.Mkdir(c.tmpDir, 0o700); err == nil || errors.Is(err, os.ErrExist) {
-			f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		}
-	}
+	f, err := createTemp(c.tmpDir, tmp)
 	if err != nil {
 		return err
 	}
@@ -156,13 +153,7 @@ func (c *Cache) write(id partID, hdr, data []byte) (err error) {
 	if err != nil {
 		return err
 	}
-	err = os.Rename(tmp, path)
-	if errors.Is(err, os.ErrNotExist) {
-		if err = os.Mkdir(filepath.Dir(path), 0o700); err == nil || errors.Is(err, os.ErrExist) {
-			err = os.Rename(tmp, path)
-		}
-	}
-	return err
+	return renameInto(tmp, id.path(c.dir))
 }
 
 // reserve reserves size bytes for a part about to be written, first
@@ -235,7 +226,9 @@ func (c *Cache) evictBytes(n int64) {
 // clears their busy marks.
 func (c *Cache) removeVictims(victims []victim) {
 	for _, v := range victims {
-		if err := os.Remove(v.id.path(c.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if v.whole {
+			removeObjectFiles(c.dir, v.id)
+		} else if err := os.Remove(v.id.path(c.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			c.cfg.Logger.Warn("cache: cannot remove evicted part", "err", err)
 		}
 		c.stats.evictions.Add(1)

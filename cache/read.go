@@ -43,7 +43,10 @@ func (c *Cache) ReadAt(ctx context.Context, k Key, p []byte, off int64) (n int, 
 	}
 	defer c.ops.Done()
 
-	n, ok = c.read(k.id(), k, p, off)
+	n, ok = c.readWhole(k, p, off)
+	if !ok {
+		n, ok = c.read(k.id(), k, p, off)
+	}
 	if !ok {
 		c.stats.misses.Add(1)
 		return 0, false, nil
@@ -281,8 +284,14 @@ func (c *Cache) Contains(k Key) bool {
 	_, ok := c.idx.entries[id]
 	loaded := c.idx.loaded
 	c.mu.Unlock()
-	if ok || loaded {
-		return ok
+	if ok {
+		return true
+	}
+	if _, wid := wholeOf(k); c.hasWhole(wid) {
+		return true
+	}
+	if loaded {
+		return false
 	}
 	var st syscall.Stat_t
 	return syscall.Lstat(id.path(c.dir), &st) == nil
@@ -333,6 +342,13 @@ func (c *Cache) WillNeed(k Key) {
 		return
 	}
 	defer c.ops.Done()
+	if _, wid := wholeOf(k); c.hasWhole(wid) {
+		if fd, err := openRead(wid.objPath(c.dir)); err == nil {
+			_ = unix.Fadvise(fd, k.Offset(), k.PartSize, unix.FADV_WILLNEED)
+			syscall.Close(fd)
+		}
+		return
+	}
 	fd, err := openRead(k.id().path(c.dir))
 	if err != nil {
 		return
