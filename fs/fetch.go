@@ -156,6 +156,9 @@ func (r *Reader) storePart(call *partCall) {
 		}
 	}
 	r.finishCall(call, err != nil)
+	if err == nil {
+		r.promote(call.obj)
+	}
 }
 
 // finishCall removes a part's call from the in-flight map, moving its
@@ -306,7 +309,8 @@ func (r *Reader) putBuf(b []byte) {
 }
 
 // PrefetchObject queues, at background priority, every part of obj that
-// is not cached, once per object version.
+// is not cached, once per object version, and with --passthrough the
+// build of its whole-object file.
 func (r *Reader) PrefetchObject(obj fetcher.Object) {
 	k := keyOf(obj, -1)
 	r.mu.Lock()
@@ -319,6 +323,7 @@ func (r *Reader) PrefetchObject(obj fetcher.Object) {
 	for i := int64(0); i*r.cfg.PartSize < obj.Size; i++ {
 		r.startPart(obj, i, prefetch.Background)
 	}
+	r.promote(obj) // built now if every part was cached already
 }
 
 // PrefetchAll queues every object's parts in the background, smallest

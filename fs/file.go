@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"syscall"
 
@@ -23,6 +24,14 @@ type fileNode struct {
 	reader *Reader
 	frames *FrameReader // serves entries with a seek table
 	log    *slog.Logger
+
+	// Guarded by mu: how the open handles read. The kernel refuses an open
+	// in passthrough mode while the file is open in the usual mode, and
+	// the other way round, so one mode holds until its last handle goes.
+	mu          sync.Mutex
+	backing     *os.File // the whole-object file handed to the kernel; nil if none
+	backingRefs int      // open handles in passthrough mode
+	servedOpens int      // open handles whose reads segfs serves
 }
 
 var (
@@ -51,32 +60,90 @@ func (f *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 // fileHandle is one open file: it tracks the access pattern for readahead
 // and keeps the object's cached parts pinned until it is released.
 type fileHandle struct {
-	seq    Sequence
-	node   *fileNode
-	closed sync.Once
+	seq     Sequence
+	node    *fileNode
+	backing *os.File // set for a passthrough handle
+	closed  sync.Once
 }
 
-var _ = (gofs.FileReleaser)((*fileHandle)(nil))
+var (
+	_ = (gofs.FileReleaser)((*fileHandle)(nil))
+	_ = (gofs.FilePassthroughFder)((*fileHandle)(nil))
+)
 
 // Release unpins the object's parts when the kernel drops the handle.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
-	h.closed.Do(func() { h.node.reader.Closed(h.node.obj) })
+	h.closed.Do(func() {
+		h.node.release(h)
+		h.node.reader.Closed(h.node.obj)
+	})
 	return 0
 }
 
-// Open refuses any access mode but read-only. The object is immutable for
-// its ETag, so the kernel may keep its page cache across opens. With
-// prefetch "open" or "all" the rest of the file is queued in the
-// background.
+// PassthroughFd gives the kernel the whole-object file of a passthrough
+// handle. go-fuse asks only the first handle of a file in that mode; the
+// kernel holds its own reference to the file from then on.
+func (h *fileHandle) PassthroughFd() (int, bool) {
+	if h.backing == nil {
+		return 0, false
+	}
+	return int(h.backing.Fd()), true
+}
+
+// acquire decides how a new handle reads: in passthrough mode if the file
+// is open in that mode already, or if it is not open at all and the
+// cache has its sealed whole-object file; else served by segfs.
+func (f *fileNode) acquire(h *fileHandle) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.backing == nil && f.servedOpens == 0 && f.entry.Table == nil {
+		f.backing, _ = f.reader.openWhole(f.obj)
+	}
+	if f.backing != nil {
+		f.backingRefs++
+		h.backing = f.backing
+		return
+	}
+	f.servedOpens++
+}
+
+func (f *fileNode) release(h *fileHandle) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if h.backing == nil {
+		f.servedOpens--
+		return
+	}
+	if f.backingRefs--; f.backingRefs == 0 {
+		f.backing.Close()
+		f.backing = nil
+	}
+}
+
+// Open refuses any access mode but read-only. With --passthrough, an
+// object that has a sealed whole-object file, and is not open in the usual
+// mode, is opened in passthrough mode: the kernel reads that file itself.
+// Otherwise the object is immutable for its ETag, so the kernel may keep
+// its page cache across opens; with prefetch "open" or "all" the rest of
+// the file is queued in the background, and with --passthrough its
+// whole-object file is built once every part is cached.
 func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND|syscall.O_CREAT) != 0 {
 		return nil, 0, syscall.EROFS
 	}
 	f.reader.Opened(f.obj)
+	h := &fileHandle{node: f}
+	f.acquire(h)
+	if h.backing != nil {
+		return h, 0, 0 // go-fuse adds FOPEN_PASSTHROUGH
+	}
 	if f.reader.Prefetch() != PrefetchNone {
 		f.reader.PrefetchObject(f.obj)
 	}
-	return &fileHandle{node: f}, fuse.FOPEN_KEEP_CACHE, 0
+	if f.entry.Table == nil {
+		f.reader.promote(f.obj) // built now if every part is cached
+	}
+	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // Read serves [off, off+len(dest)) of the object, clamped to its size.

@@ -66,6 +66,11 @@ type ReaderConfig struct {
 	// if all are busy, so at most Writers parts wait for the disk beside
 	// the ones the fetch pool holds. Default 4.
 	Writers int
+	// Passthrough builds a whole-object file of each object once its parts
+	// are all cached, and lets opens of such objects be served by the
+	// kernel from that file (see whole.go). It needs a PartCache that is
+	// also a WholeCache.
+	Passthrough bool
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -114,6 +119,7 @@ type Reader struct {
 	bufs  chan []byte // free part buffers, at most one per worker
 	stats readerCounters
 	putq  chan *partCall // hands fetched parts to the writers; closed by Close
+	whole *promoter      // nil unless cfg.Passthrough
 
 	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
 	writers sync.WaitGroup
@@ -149,6 +155,9 @@ func NewReader(store fetcher.Store, pc PartCache, sched *prefetch.Scheduler, cfg
 		ranges:     make(map[rangeKey]*rangeCall),
 		mem:        newMemTier(cfg.MemoryLimit),
 		prefetched: make(map[partKey]bool),
+	}
+	if wc, ok := pc.(WholeCache); ok && cfg.Passthrough {
+		r.whole = newPromoter(r, wc)
 	}
 	r.writers.Add(cfg.Writers)
 	for range cfg.Writers {
@@ -298,7 +307,12 @@ func (r *Reader) Stats() ReaderStats {
 	r.mu.Lock()
 	mem, inflight := r.mem.bytes, len(r.inflight)
 	r.mu.Unlock()
-	return r.stats.snapshot(mem, inflight)
+	st := r.stats.snapshot(mem, inflight)
+	if r.whole != nil {
+		st.PassthroughOpens = r.whole.opens.Load()
+		st.PromotePending = r.whole.pending.Load()
+	}
+	return st
 }
 
 // Close refuses new reads, finishes storing the parts already fetched and
@@ -315,6 +329,9 @@ func (r *Reader) Close() error {
 		close(r.putq)
 	}
 	r.writers.Wait()
+	if r.whole != nil {
+		r.whole.close()
+	}
 	r.mu.Lock()
 	r.mem.clear()
 	r.mu.Unlock()

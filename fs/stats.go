@@ -36,6 +36,12 @@ type ReaderStats struct {
 	PutNanos      int64 // time part fetches spent storing into the disk cache, summed
 	MemoryBytes   int64 // bytes held by the memory tier now
 	InflightParts int64 // part fetches queued or running now
+	// PassthroughOpens counts opens handed to the kernel with a
+	// whole-object file (--passthrough); their reads never reach segfs.
+	PassthroughOpens int64
+	// PromotePending counts objects queued for, or in, a whole-object
+	// file build.
+	PromotePending int64
 }
 
 func (c *readerCounters) snapshot(mem int64, inflight int) ReaderStats {

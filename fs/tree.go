@@ -70,6 +70,9 @@ func (r *Root) OnAdd(ctx context.Context) {
 			}
 			parent = child
 		}
+		if e.Table != nil {
+			r.reader.NoPassthrough(e.Obj)
+		}
 		node := &fileNode{entry: e, obj: e.Obj, reader: r.reader, frames: r.frames, log: r.log}
 		parent.AddChild(base, parent.NewPersistentInode(ctx, node, gofs.StableAttr{}), false)
 	}

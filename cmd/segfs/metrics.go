@@ -125,9 +125,25 @@ func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.Fram
 		"cache_parts":           cs.Parts,
 		"cache_index_loaded":    loaded,
 		"cache_index_load_ns":   int64(cs.IndexLoadTime),
+		// Whole-object files and passthrough opens (--passthrough).
+		"passthrough":       b2i(reader.Passthrough()),
+		"passthrough_opens": rs.PassthroughOpens,
+		"promote_pending":   rs.PromotePending,
+		"whole_objects":     cs.WholeObjects,
+		"promotions":        cs.Promotions,
+		"promoted_bytes":    cs.PromotedBytes,
+		"promote_errors":    cs.PromoteErrors,
+		"bad_whole_objects": cs.BadObjects,
 		// The process.
 		"goroutines": int64(runtime.NumGoroutine()),
 		"heap_bytes": int64(ms.HeapAlloc),
 		"sys_bytes":  int64(ms.Sys),
 	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -37,6 +37,7 @@ type mountCmd struct {
 	MemoryCache       byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames, and for parts the disk cache cannot take (a full disk)."`
 	MaxRead           byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
 	IdleTimeout       time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
+	Passthrough       bool          `name:"passthrough" help:"Copy each object whose parts are all cached into one whole-object file in the cache (it counts toward --cache-size), and hand later opens of it to the kernel, which then serves their reads from that file without segfs (FUSE passthrough: Linux 6.9+, root). The file is checked as it is built and sealed; a change to it is found at open. Off by default: it costs a second copy of each cached object on disk."`
 	MetricsAddr       string        `name:"metrics-addr" help:"Serve counters as JSON at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
 	Debug             bool          `help:"Log every FUSE request (very verbose)."`
 }
@@ -123,6 +124,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		PartSize:    int64(c.PartSize),
 		MemoryLimit: int64(c.MemoryCache),
 		Prefetch:    c.Prefetch,
+		Passthrough: c.Passthrough,
 		Logger:      log,
 	})
 	defer reader.Close()
@@ -155,8 +157,14 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if c.Passthrough {
+		if err := segfs.ProbePassthrough(server, pc.Dir()); err != nil {
+			log.Warn("--passthrough is off: segfs serves every read itself", "err", err)
+			reader.DisablePassthrough()
+		}
+	}
 	log.Info("mounted", "source", store.String(), "mountpoint", c.Mountpoint,
-		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches)
+		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches, "passthrough", reader.Passthrough())
 	if c.Prefetch == segfs.PrefetchAll {
 		// Queuing is quick: the fetches run on the pool.
 		if err := reader.PrefetchAll(ctx, objects); err != nil {
