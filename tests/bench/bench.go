@@ -26,6 +26,8 @@ const (
 	// cacheDirFlag is the segfs flag for a persistent disk cache, passed
 	// when `segfs mount --help` lists it (segfs has none yet).
 	cacheDirFlag = "--cache-dir"
+	// passthroughFlag is measured in case 5 where segfs has it.
+	passthroughFlag = "--passthrough"
 )
 
 // bench is one run. Its fields are set up by setup and read by the cases,
@@ -272,6 +274,12 @@ func (b *bench) generate() error {
 }
 
 // segfsHasFlag reports whether `segfs mount --help` lists flag.
+// segfsHasBoolFlag reports whether segfs mount takes the boolean flag.
+func segfsHasBoolFlag(ctx context.Context, bin, flag string) bool {
+	out, err := exec.CommandContext(ctx, bin, "mount", "--help").CombinedOutput()
+	return err == nil && strings.Contains(string(out), flag)
+}
+
 func segfsHasFlag(ctx context.Context, bin, flag string) bool {
 	out, err := exec.CommandContext(ctx, bin, "mount", "--help").CombinedOutput()
 	return err == nil && strings.Contains(string(out), flag+"=")
