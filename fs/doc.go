@@ -19,5 +19,11 @@
 //   - A fetch runs on the Reader's own context, not the reader's: a reader
 //     that is interrupted returns EINTR alone, and the fetch completes for
 //     the others. Close cancels every fetch and waits for them.
+//   - With ReaderConfig.Passthrough, one promoter goroutine has the cache
+//     build a whole-object file of each object whose parts are all cached
+//     (whole.go), and an open of such an object hands that file to the
+//     kernel as the handle's backing file; its reads never reach segfs.
+//     A file node keeps one mode (passthrough or served) while any handle
+//     of it is open, as the kernel requires.
 //   - Errors become syscall.Errno in one place (errno.go), which logs them.
 package fs

@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/segfs/segfs/tests/harness"
 )
@@ -290,4 +293,70 @@ func wholeFiles(t *testing.T, dir string) (objs, seals map[string]int64) {
 		t.Fatal(err)
 	}
 	return objs, seals
+}
+
+// TestPassthroughDiskFull builds whole-object files on a 24 MiB tmpfs
+// while reading 48 MiB of objects through the mount, twice: builds that
+// find no room fail without a temporary file left, every read returns
+// the right bytes, the tmpfs never holds more than its size, and the
+// index counts exactly the files on it.
+func TestPassthroughDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	objs := make(map[string][]byte)
+	for i := range 16 {
+		objs[fmt.Sprintf("seg/_%d.fdt", i)] = randomBytes(uint64(60+i), 3<<20+i*1000)
+	}
+	putObjects(t, srv, bucket, objs)
+
+	fsDir := t.TempDir()
+	const fsSize = 24 << 20
+	if err := syscall.Mount("tmpfs", fsDir, "tmpfs", 0, "size=24m,mode=0700"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(fsDir, 0); err != nil {
+			t.Errorf("unmount tmpfs %s: %v", fsDir, err)
+		}
+	})
+	cacheDir := filepath.Join(fsDir, "cache")
+	m := mountPassthrough(t, srv, bucket, cacheDir, "--cache-min-free", "0", "--cache-size", "1GiB")
+	for range 2 {
+		checkObjects(t, m.Dir, objs)
+	}
+	s := harness.WaitStats(t, m, "no fetch or build in flight", func(s map[string]int64) bool {
+		return harness.Idle(s) && s["promote_pending"] == 0
+	})
+	var st unix.Statfs_t
+	if err := unix.Statfs(fsDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if used := int64(st.Blocks-st.Bfree) * st.Bsize; used > fsSize {
+		t.Errorf("tmpfs holds %d bytes, more than its %d", used, fsSize)
+	}
+	parts, temps := mustScanCache(t, cacheDir)
+	if len(temps) > 0 {
+		t.Errorf("temporary files left on the full file system: %q", paths(temps))
+	}
+	wobjs, seals := wholeFiles(t, cacheDir)
+	var bytes int64
+	for _, n := range wobjs {
+		bytes += n
+	}
+	for _, n := range seals {
+		bytes += n
+	}
+	bytes += totalSize(parts)
+	t.Logf("promotions %d, whole objects %d, passthrough opens %d, no_space %d, cache_no_space %d, evictions %d; %d parts on the tmpfs",
+		s["promotions"], s["whole_objects"], s["passthrough_opens"], s["no_space"], s["cache_no_space"], s["cache_evictions"], len(parts))
+	if s["promotions"] == 0 {
+		t.Error("no whole-object file was built")
+	}
+	if s["cache_parts"] != int64(len(parts)) || s["whole_objects"] != int64(len(wobjs)) || s["cache_bytes"] != bytes {
+		t.Errorf("index counts %d parts, %d whole-object files, %d bytes; the tmpfs holds %d, %d, %d",
+			s["cache_parts"], s["whole_objects"], s["cache_bytes"], len(parts), len(wobjs), bytes)
+	}
 }
