@@ -1,0 +1,201 @@
+package fs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
+)
+
+// wholeCache is fakeCache with whole-object files: Promote succeeds once
+// every part is cached, and OpenObject opens a temporary file for an
+// object that was promoted.
+type wholeCache struct {
+	*fakeCache
+	dir string
+
+	mu       sync.Mutex
+	promoted map[string]bool // object keys
+	promotes int             // Promote calls
+	opens    int             // OpenObject calls
+}
+
+func newWholeCache(t *testing.T) *wholeCache {
+	return &wholeCache{fakeCache: newFakeCache(), dir: t.TempDir(), promoted: map[string]bool{}}
+}
+
+func (c *wholeCache) Promote(ctx context.Context, k cache.ObjectKey, partSize int64) error {
+	c.mu.Lock()
+	c.promotes++
+	c.mu.Unlock()
+	for i := int64(0); i*partSize < k.Size; i++ {
+		if !c.Contains(cache.Key{Source: k.Source, Object: k.Object, ETag: k.ETag, PartSize: partSize, Index: i}) {
+			return cache.ErrIncomplete
+		}
+	}
+	c.mu.Lock()
+	c.promoted[k.Object] = true
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *wholeCache) OpenObject(k cache.ObjectKey) (*os.File, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opens++
+	if !c.promoted[k.Object] {
+		return nil, false
+	}
+	f, err := os.Create(filepath.Join(c.dir, "obj"))
+	if err != nil {
+		return nil, false
+	}
+	return f, true
+}
+
+func (c *wholeCache) isPromoted(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.promoted[key]
+}
+
+// waitPromoted waits (bounded, only against a hang) for the promoter.
+func waitPromoted(t *testing.T, c *wholeCache, key string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !c.isPromoted(key) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never promoted", key)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPassthroughModes drives a file node's opens and releases: a node
+// keeps the mode of its open handles, whatever the cache gains meanwhile.
+func TestPassthroughModes(t *testing.T) {
+	const ps = 1000
+	store := newMemStore()
+	obj := store.put("f", randomBytes(7, 3*ps+5))
+	wc := newWholeCache(t)
+	r := newTestReader(t, store, wc, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, Passthrough: true})
+	node := &fileNode{entry: Entry{Name: "f", Obj: obj}, obj: obj, reader: r}
+	open := func() *fileHandle { h := &fileHandle{node: node}; node.acquire(h); return h }
+
+	// Nothing cached: served.
+	a := open()
+	if a.backing != nil {
+		t.Fatal("passthrough before the object was cached")
+	}
+	// Read it whole: the stored parts ask for the build.
+	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 3*ps+5), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitPromoted(t, wc, "f")
+	// Still open in the served mode: a second open stays served and does
+	// not even look for the whole-object file.
+	opensBefore := wc.opens
+	b := open()
+	if b.backing != nil || wc.opens != opensBefore {
+		t.Fatalf("second open beside a served handle: backing %v, %d OpenObject calls", b.backing != nil, wc.opens-opensBefore)
+	}
+	node.release(a)
+	node.release(b)
+
+	// Closed everywhere: passthrough, and an open beside it shares the
+	// same file.
+	c := open()
+	d := open()
+	if c.backing == nil || d.backing != c.backing {
+		t.Fatalf("after the last served handle: backing %v, shared %v", c.backing != nil, d.backing == c.backing)
+	}
+	if fd, ok := c.PassthroughFd(); !ok || fd != int(c.backing.Fd()) {
+		t.Errorf("PassthroughFd = %d, %v", fd, ok)
+	}
+	node.release(c)
+	if node.backing == nil {
+		t.Error("whole-object file closed while a passthrough handle is open")
+	}
+	node.release(d)
+	if node.backing != nil || node.backingRefs != 0 || node.servedOpens != 0 {
+		t.Errorf("after every release: backing %v, %d passthrough, %d served", node.backing != nil, node.backingRefs, node.servedOpens)
+	}
+	if st := r.Stats(); st.PassthroughOpens != 1 {
+		t.Errorf("PassthroughOpens %d, want 1 (the second handle shares the file)", st.PassthroughOpens)
+	}
+}
+
+// TestPassthroughOffAndSkipped: with passthrough off no build is asked
+// for; a seekable zstd object is never built; DisablePassthrough stops
+// both.
+func TestPassthroughOffAndSkipped(t *testing.T) {
+	const ps = 1000
+	read := func(r *Reader, obj fetcher.Object) {
+		t.Helper()
+		if _, err := r.ReadAt(context.Background(), obj, make([]byte, obj.Size), 0, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := newMemStore()
+	plain := store.put("plain", randomBytes(8, 2*ps))
+	zst := store.put("x.zst", randomBytes(9, 2*ps))
+
+	off := newWholeCache(t)
+	r := newTestReader(t, store, off, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone})
+	read(r, plain)
+	if r.Passthrough() || off.promotes != 0 {
+		t.Errorf("passthrough off: Passthrough() %v, %d builds asked", r.Passthrough(), off.promotes)
+	}
+
+	on := newWholeCache(t)
+	r = newTestReader(t, store, on, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, Passthrough: true})
+	r.NoPassthrough(zst)
+	read(r, zst)
+	read(r, plain)
+	waitPromoted(t, on, "plain")
+	if on.isPromoted("x.zst") {
+		t.Error("a seekable zstd object was promoted")
+	}
+	r.DisablePassthrough()
+	if r.Passthrough() {
+		t.Error("Passthrough() after DisablePassthrough")
+	}
+	if _, ok := r.openWhole(plain); ok {
+		t.Error("openWhole after DisablePassthrough")
+	}
+}
+
+// TestPromoterStopsOnClose: the promoter goroutine ends with the Reader,
+// a build in progress cancelled.
+func TestPromoterStopsOnClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	store := newMemStore()
+	wc := &blockingWhole{wholeCache: newWholeCache(t), started: make(chan struct{})}
+	sched := prefetch.New(prefetch.Config{Workers: 2})
+	r := NewReader(store, wc, sched, ReaderConfig{PartSize: 1000, Passthrough: true})
+	r.promote(store.put("f", randomBytes(10, 1500)))
+	<-wc.started // a build is running, blocked until its context ends
+	r.Close()
+	sched.Close()
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// blockingWhole's Promote blocks until its context is cancelled.
+type blockingWhole struct {
+	*wholeCache
+	started chan struct{}
+	once    sync.Once
+}
+
+func (c *blockingWhole) Promote(ctx context.Context, k cache.ObjectKey, partSize int64) error {
+	c.once.Do(func() { close(c.started) })
+	<-ctx.Done()
+	return ctx.Err()
+}
