@@ -98,8 +98,9 @@ func diskUsage(t testing.TB, dir string) (bytes int64, parts, temps int) {
 		if err != nil {
 			return err
 		}
+		part := strings.HasSuffix(path, partSuffix)
 		switch {
-		case strings.HasSuffix(path, partSuffix):
+		case part, strings.HasSuffix(path, objSuffix), strings.HasSuffix(path, sealSuffix):
 			fi, err := de.Info()
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -108,16 +109,9 @@ func diskUsage(t testing.TB, dir string) (bytes int64, parts, temps int) {
 				return err
 			}
 			bytes += fi.Size()
-			parts++
-		case strings.HasSuffix(path, objSuffix), strings.HasSuffix(path, sealSuffix):
-			fi, err := de.Info()
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
+			if part {
+				parts++
 			}
-			if err != nil {
-				return err
-			}
-			bytes += fi.Size()
 		case strings.HasSuffix(path, ".tmp"):
 			temps++
 		}

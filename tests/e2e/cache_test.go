@@ -310,29 +310,13 @@ func TestCacheCrashLoop(t *testing.T) {
 // file through it: writes fail with ENOSPC, and every read must still
 // succeed with the right bytes.
 func TestCacheDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
-	}
 	srv := needServer(t)
 	bucket := newBucket(t, srv)
 	const size = 256 << 20
 	data := randomBytes(41, size)
 	putObjects(t, srv, bucket, map[string][]byte{"_0.fdt": data})
-
-	fsDir := t.TempDir()
 	const fsSize = 64 << 20
-	switch err := syscall.Mount("tmpfs", fsDir, "tmpfs", 0, "size=64m,mode=0700"); {
-	case errors.Is(err, syscall.EPERM):
-		t.Skipf("mount tmpfs: %v (root without CAP_SYS_ADMIN?)", err)
-	case err != nil:
-		t.Fatalf("mount tmpfs: %v", err)
-	}
-	// Registered before the segfs mount, so it runs after its unmount.
-	t.Cleanup(func() {
-		if err := syscall.Unmount(fsDir, 0); err != nil {
-			t.Errorf("unmount tmpfs %s: %v", fsDir, err)
-		}
-	})
+	fsDir := mountTmpfs(t, fsSize)
 	cacheDir := filepath.Join(fsDir, "cache")
 	m := mountCached(t, srv, bucket, cacheDir, "--cache-min-free", "0", "--cache-size", "1GiB")
 
@@ -365,18 +349,48 @@ func TestCacheDiskFull(t *testing.T) {
 	if s["no_space"]+s["cache_no_space"] == 0 {
 		t.Errorf("no_space and cache_no_space are 0 after caching %d bytes on a %d byte file system", size, fsSize)
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(fsDir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if used := int64(st.Blocks-st.Bfree) * st.Bsize; used > fsSize {
-		t.Errorf("tmpfs holds %d bytes, more than its %d", used, fsSize)
-	}
+	checkTmpfsWithin(t, fsDir, fsSize)
 	parts, temps := mustScanCache(t, cacheDir)
 	if len(temps) > 0 {
 		t.Errorf("temporary files left on the full file system: %q", paths(temps))
 	}
 	t.Logf("%d parts of %d bytes on the tmpfs", len(parts), totalSize(parts))
+}
+
+// mountTmpfs mounts a tmpfs of size bytes (mode 0700) on a new directory,
+// unmounted at cleanup after anything registered later, and returns the
+// directory. It skips the test without root.
+func mountTmpfs(t *testing.T, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	dir := t.TempDir()
+	switch err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); {
+	case errors.Is(err, syscall.EPERM):
+		t.Skipf("mount tmpfs: %v (root without CAP_SYS_ADMIN?)", err)
+	case err != nil:
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount tmpfs %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// checkTmpfsWithin fails the test if the file system at dir holds more
+// than size bytes.
+func checkTmpfsWithin(t *testing.T, dir string, size int64) {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if used := int64(st.Blocks-st.Bfree) * st.Bsize; used > size {
+		t.Errorf("tmpfs holds %d bytes, more than its %d", used, size)
+	}
 }
 
 // readSequentially reads f from the start in 1 MiB reads and compares

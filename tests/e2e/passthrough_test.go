@@ -6,11 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/segfs/segfs/tests/harness"
 )
@@ -242,28 +239,10 @@ func TestPassthroughCrashLoop(t *testing.T) {
 		}
 	}
 	checkObjects(t, m.Dir, shared.local)
-	s := harness.WaitStats(t, m, "no fetch or build in flight", func(s map[string]int64) bool {
-		return harness.Idle(s) && s["promote_pending"] == 0
-	})
-	objs, seals = wholeFiles(t, cacheDir)
-	parts, temps := mustScanCache(t, cacheDir)
-	if len(temps) > 0 {
-		t.Errorf("after reading, temporary files remain: %q", paths(temps))
-	}
-	var bytes int64
-	for _, n := range objs {
-		bytes += n
-	}
-	for _, n := range seals {
-		bytes += n
-	}
-	bytes += totalSize(parts)
-	t.Logf("final mount: %d GETs, %d passthrough opens, %d bad whole-object files; %d parts and %d whole-object files on disk",
-		s["gets"], s["passthrough_opens"], s["bad_whole_objects"], len(parts), len(objs))
-	if s["cache_parts"] != int64(len(parts)) || s["whole_objects"] != int64(len(objs)) || s["cache_bytes"] != bytes {
-		t.Errorf("index counts %d parts, %d whole-object files, %d bytes; the directory holds %d, %d, %d",
-			s["cache_parts"], s["whole_objects"], s["cache_bytes"], len(parts), len(objs), bytes)
-	}
+	s := waitSettled(t, m)
+	t.Logf("final mount: %d GETs, %d passthrough opens, %d bad whole-object files",
+		s["gets"], s["passthrough_opens"], s["bad_whole_objects"])
+	checkIndexMatchesDisk(t, s, cacheDir)
 	if s["bad_whole_objects"] != 0 {
 		t.Errorf("%d whole-object files found bad after kills; a kill must not break a seal", s["bad_whole_objects"])
 	}
@@ -301,9 +280,6 @@ func wholeFiles(t *testing.T, dir string) (objs, seals map[string]int64) {
 // the right bytes, the tmpfs never holds more than its size, and the
 // index counts exactly the files on it.
 func TestPassthroughDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
-	}
 	srv := needServer(t)
 	bucket := newBucket(t, srv)
 	objs := make(map[string][]byte)
@@ -312,51 +288,50 @@ func TestPassthroughDiskFull(t *testing.T) {
 	}
 	putObjects(t, srv, bucket, objs)
 
-	fsDir := t.TempDir()
 	const fsSize = 24 << 20
-	if err := syscall.Mount("tmpfs", fsDir, "tmpfs", 0, "size=24m,mode=0700"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(fsDir, 0); err != nil {
-			t.Errorf("unmount tmpfs %s: %v", fsDir, err)
-		}
-	})
+	fsDir := mountTmpfs(t, fsSize)
 	cacheDir := filepath.Join(fsDir, "cache")
 	m := mountPassthrough(t, srv, bucket, cacheDir, "--cache-min-free", "0", "--cache-size", "1GiB")
 	for range 2 {
 		checkObjects(t, m.Dir, objs)
 	}
-	s := harness.WaitStats(t, m, "no fetch or build in flight", func(s map[string]int64) bool {
-		return harness.Idle(s) && s["promote_pending"] == 0
-	})
-	var st unix.Statfs_t
-	if err := unix.Statfs(fsDir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if used := int64(st.Blocks-st.Bfree) * st.Bsize; used > fsSize {
-		t.Errorf("tmpfs holds %d bytes, more than its %d", used, fsSize)
-	}
-	parts, temps := mustScanCache(t, cacheDir)
-	if len(temps) > 0 {
-		t.Errorf("temporary files left on the full file system: %q", paths(temps))
-	}
-	wobjs, seals := wholeFiles(t, cacheDir)
-	var bytes int64
-	for _, n := range wobjs {
-		bytes += n
-	}
-	for _, n := range seals {
-		bytes += n
-	}
-	bytes += totalSize(parts)
-	t.Logf("promotions %d, whole objects %d, passthrough opens %d, no_space %d, cache_no_space %d, evictions %d; %d parts on the tmpfs",
-		s["promotions"], s["whole_objects"], s["passthrough_opens"], s["no_space"], s["cache_no_space"], s["cache_evictions"], len(parts))
+	s := waitSettled(t, m)
+	checkTmpfsWithin(t, fsDir, fsSize)
+	t.Logf("promotions %d, whole objects %d, passthrough opens %d, no_space %d, cache_no_space %d, evictions %d",
+		s["promotions"], s["whole_objects"], s["passthrough_opens"], s["no_space"], s["cache_no_space"], s["cache_evictions"])
 	if s["promotions"] == 0 {
 		t.Error("no whole-object file was built")
 	}
-	if s["cache_parts"] != int64(len(parts)) || s["whole_objects"] != int64(len(wobjs)) || s["cache_bytes"] != bytes {
-		t.Errorf("index counts %d parts, %d whole-object files, %d bytes; the tmpfs holds %d, %d, %d",
-			s["cache_parts"], s["whole_objects"], s["cache_bytes"], len(parts), len(wobjs), bytes)
+	checkIndexMatchesDisk(t, s, cacheDir)
+}
+
+// waitSettled waits until no fetch and no whole-object build is queued or
+// running, and returns the counters then.
+func waitSettled(t *testing.T, m *harness.Mount) map[string]int64 {
+	t.Helper()
+	return harness.WaitStats(t, m, "no fetch or build in flight", func(s map[string]int64) bool {
+		return harness.Idle(s) && s["promote_pending"] == 0
+	})
+}
+
+// checkIndexMatchesDisk compares the mount's counters s with the cache
+// directory: part files, whole-object files and their bytes, seals
+// included, and no temporary file.
+func checkIndexMatchesDisk(t *testing.T, s map[string]int64, cacheDir string) {
+	t.Helper()
+	parts, temps := mustScanCache(t, cacheDir)
+	if len(temps) > 0 {
+		t.Errorf("temporary files left: %q", paths(temps))
+	}
+	objs, seals := wholeFiles(t, cacheDir)
+	bytes := totalSize(parts)
+	for _, m := range []map[string]int64{objs, seals} {
+		for _, n := range m {
+			bytes += n
+		}
+	}
+	if s["cache_parts"] != int64(len(parts)) || s["whole_objects"] != int64(len(objs)) || s["cache_bytes"] != bytes {
+		t.Errorf("index counts %d parts, %d whole-object files, %d bytes; the directory holds %d, %d, %d",
+			s["cache_parts"], s["whole_objects"], s["cache_bytes"], len(parts), len(objs), bytes)
 	}
 }
