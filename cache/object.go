@@ -68,7 +68,8 @@ func (k ObjectKey) validate() error {
 // id names the object's files. Its encoding differs from every part's
 // (the prefix), so the two kinds share the index without colliding.
 func (k ObjectKey) id() partID {
-	b := []byte("segfs object\x00")
+	var stack [512]byte
+	b := append(stack[:0], "segfs object\x00"...)
 	for _, s := range []string{k.Source, k.Object, k.ETag} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
 		b = append(b, s...)
@@ -373,10 +374,26 @@ func (c *Cache) openSealed(id partID, k ObjectKey) (fd int, s sealed, ok bool) {
 }
 
 // wholeOf returns the ObjectKey (without its size) and file id of the
-// whole-object file that may hold part k.
-func wholeOf(k Key) (ObjectKey, partID) {
+// whole-object file that may hold part k, and whether the cache may have
+// it: while no whole-object file is indexed (and the load is over) the
+// answer is no without hashing, which keeps the check off the read path
+// of a cache that has none.
+func (c *Cache) wholeOf(k Key) (ObjectKey, partID, bool) {
+	c.mu.Lock()
+	none := c.idx.loaded && c.idx.wholes == 0
+	c.mu.Unlock()
 	ok := ObjectKey{Source: k.Source, Object: k.Object, ETag: k.ETag}
-	return ok, ok.id()
+	if none {
+		return ok, partID{}, false
+	}
+	return ok, ok.id(), true
+}
+
+// hasWholeFor reports whether the index holds the whole-object file of
+// part k's object.
+func (c *Cache) hasWholeFor(k Key) bool {
+	_, id, maybe := c.wholeOf(k)
+	return maybe && c.hasWhole(id)
 }
 
 // hasWhole reports whether the index holds the whole-object file of id.
@@ -396,8 +413,8 @@ func (c *Cache) hasWhole(id partID) bool {
 // readWhole serves ReadAt of part k from its object's sealed whole-object
 // file. ok is false if there is none, or it was bad (then removed).
 func (c *Cache) readWhole(k Key, p []byte, off int64) (n int, ok bool) {
-	okey, id := wholeOf(k)
-	if !c.hasWhole(id) {
+	okey, id, maybe := c.wholeOf(k)
+	if !maybe || !c.hasWhole(id) {
 		return 0, false
 	}
 	fd, s, ok := c.openSealed(id, okey)

@@ -37,7 +37,7 @@ func (c *Cache) Put(ctx context.Context, k Key, data []byte) error {
 	}
 	defer c.ops.Done()
 
-	if _, wid := wholeOf(k); c.hasWhole(wid) {
+	if c.hasWholeFor(k) {
 		return nil // its object's whole-object file holds it
 	}
 	id := k.id()

@@ -287,7 +287,7 @@ func (c *Cache) Contains(k Key) bool {
 	if ok {
 		return true
 	}
-	if _, wid := wholeOf(k); c.hasWhole(wid) {
+	if c.hasWholeFor(k) {
 		return true
 	}
 	if loaded {
@@ -342,7 +342,7 @@ func (c *Cache) WillNeed(k Key) {
 		return
 	}
 	defer c.ops.Done()
-	if _, wid := wholeOf(k); c.hasWhole(wid) {
+	if _, wid, maybe := c.wholeOf(k); maybe && c.hasWhole(wid) {
 		if fd, err := openRead(wid.objPath(c.dir)); err == nil {
 			_ = unix.Fadvise(fd, k.Offset(), k.PartSize, unix.FADV_WILLNEED)
 			syscall.Close(fd)
