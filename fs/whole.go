@@ -191,8 +191,11 @@ func ProbePassthrough(server *fuse.Server, cacheDir string) error {
 	defer f.Close()
 	id, errno := server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(f.Fd())})
 	if errno != 0 {
-		if errno == syscall.EPERM {
+		switch errno {
+		case syscall.EPERM:
 			return errors.New("registering a passthrough file takes CAP_SYS_ADMIN (run as root)")
+		case syscall.ELOOP:
+			return fmt.Errorf("the file system of %s is itself stacked (overlayfs?); passthrough needs the cache on a plain file system", cacheDir)
 		}
 		return fmt.Errorf("registering a passthrough file from %s: %w", cacheDir, errno)
 	}
