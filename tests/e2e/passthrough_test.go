@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -333,5 +334,49 @@ func checkIndexMatchesDisk(t *testing.T, s map[string]int64, cacheDir string) {
 	if s["cache_parts"] != int64(len(parts)) || s["whole_objects"] != int64(len(objs)) || s["cache_bytes"] != bytes {
 		t.Errorf("index counts %d parts, %d whole-object files, %d bytes; the directory holds %d, %d, %d",
 			s["cache_parts"], s["whole_objects"], s["cache_bytes"], len(parts), len(objs), bytes)
+	}
+}
+
+// TestPassthroughOffOnStackedCache puts the cache on an overlayfs, which
+// the kernel refuses as a passthrough backing file system: the mount must
+// come up with passthrough off, say why in its log, and serve every byte.
+func TestPassthroughOffOnStackedCache(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount an overlayfs")
+	}
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	objs := map[string][]byte{"_0.fdt": randomBytes(31, 3<<20), "_0.si": randomBytes(32, 300)}
+	putObjects(t, srv, bucket, objs)
+
+	base := t.TempDir()
+	dirs := map[string]string{}
+	for _, d := range []string{"lower", "upper", "work", "merged"} {
+		dirs[d] = filepath.Join(base, d)
+		if err := os.Mkdir(dirs[d], 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", dirs["lower"], dirs["upper"], dirs["work"])
+	if err := syscall.Mount("overlay", dirs["merged"], "overlay", 0, opts); err != nil {
+		t.Skipf("mount overlayfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dirs["merged"], 0); err != nil {
+			t.Errorf("unmount overlayfs: %v", err)
+		}
+	})
+	m := mountCached(t, srv, bucket, filepath.Join(dirs["merged"], "cache"), "--passthrough")
+	if s := harness.MustStats(t, m); s["passthrough"] != 0 {
+		t.Fatalf("passthrough on with the cache on an overlayfs; log:\n%s", m.Log())
+	}
+	if !strings.Contains(m.Log(), "passthrough is off") || !strings.Contains(m.Log(), "stacked") {
+		t.Errorf("the log does not say why passthrough is off:\n%s", m.Log())
+	}
+	for range 2 {
+		checkObjects(t, m.Dir, objs)
+	}
+	if s := waitSettled(t, m); s["passthrough_opens"] != 0 || s["promotions"] != 0 {
+		t.Errorf("%d passthrough opens, %d builds with passthrough off", s["passthrough_opens"], s["promotions"])
 	}
 }
