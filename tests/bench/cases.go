@@ -406,11 +406,13 @@ func (b *bench) warmReads(ctx context.Context) ([]Record, error) {
 
 // settle is how long case 5 waits after building whole-object files
 // before it measures reads of them. On the benchmark VM a passthrough read
-// of a whole-object file written in the last seconds ran at about 300 MB/s,
-// its CPU time in the kernel's copy out of the page cache, and at the local
-// file's speed 30 s later; a reader of the local file in the same seconds
-// was not slowed (docs/BENCH.md). A search node reads such files long
-// after they were built.
+// of a whole-object file written in the seconds before ran at about
+// 400 MB/s, its CPU time in the kernel's copy out of the page cache, while
+// a direct read of the same file and the local file's baseline were not
+// slowed; in one probe the same read ran at the local file's speed 30 s
+// later, and over later runs it was faster after the wait but not always
+// (docs/BENCH.md). The figure right after the build is kept in the row's
+// note. A search node reads such files long after they were built.
 const settle = 30 * time.Second
 
 // warmPassthrough is case 5 again with --passthrough: a first mount opens
