@@ -151,7 +151,8 @@ var ErrIncomplete = errors.New("object not wholly cached")
 // renamed into place, then the seal is written and renamed beside it. The
 // file counts toward MaxBytes like a part and is evicted like one; an
 // object larger than a quarter of MaxBytes is not promoted (ErrNoSpace).
-// The parts stay cached.
+// Once the file is in place the parts are removed: ReadAt serves them
+// from it.
 //
 // It returns nil if the object's file exists already or another Promote
 // is building it, ErrIncomplete if a part is missing, and ErrNoSpace if
@@ -235,10 +236,10 @@ func (c *Cache) buildObject(ctx context.Context, id partID, k ObjectKey, parts, 
 			return 0, err
 		}
 		want := min(partSize, k.Size-i*partSize)
-		n, ok, err := c.ReadAt(ctx, pk(i), buf[:want], 0)
-		if err != nil {
-			return 0, err
-		}
+		// The checked read of ReadAt, without its counters: these are
+		// not reads of the mount.
+		key := pk(i)
+		n, ok := c.read(key.id(), key, buf[:want], 0)
 		if !ok || int64(n) != want {
 			return 0, fmt.Errorf("part %d: %w", i, ErrIncomplete)
 		}
