@@ -114,6 +114,40 @@ func randomReads(ctx context.Context, path string, offsets []int64, readSize int
 	return lat, during, nil
 }
 
+// pairedReads is randomReads of path with a pread of the same offset of
+// local beside each one, taking turns at going first, so that both see
+// the same moments of the disk and the machine. It returns the two
+// latency lists; every read is checked against want.
+func pairedReads(ctx context.Context, path, local string, offsets []int64, readSize int, want [][]byte) (lat, localLat []time.Duration, err error) {
+	files := make([]*os.File, 2)
+	for i, p := range []string{path, local} {
+		if files[i], err = os.Open(p); err != nil {
+			return nil, nil, err
+		}
+		defer files[i].Close()
+	}
+	buf := make([]byte, readSize)
+	lats := [2][]time.Duration{make([]time.Duration, 0, len(offsets)), make([]time.Duration, 0, len(offsets))}
+	for i, off := range offsets {
+		if err := ctx.Err(); err != nil {
+			return lats[0], lats[1], fmt.Errorf("preads of %s: %w", path, err)
+		}
+		for k := range 2 {
+			j := (i + k) % 2 // even offsets: path first; odd: local first
+			start := time.Now()
+			_, err := files[j].ReadAt(buf, off)
+			lats[j] = append(lats[j], time.Since(start))
+			if err != nil {
+				return lats[0], lats[1], fmt.Errorf("pread %s at %d: %w", files[j].Name(), off, err)
+			}
+			if !bytes.Equal(buf, want[i]) {
+				return lats[0], lats[1], fmt.Errorf("pread %s at %d: other bytes than the generated file's", files[j].Name(), off)
+			}
+		}
+	}
+	return lats[0], lats[1], nil
+}
+
 func closed(c <-chan struct{}) bool {
 	select {
 	case <-c:

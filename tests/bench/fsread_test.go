@@ -64,9 +64,20 @@ func TestLocalReads(t *testing.T) {
 	if _, during, _ := randomReads(context.Background(), path, offs, 4096, want, busy); during != 0 {
 		t.Errorf("reads after the copy ended counted as during it: %d", during)
 	}
+	other := filepath.Join(t.TempDir(), "g")
+	if err := os.WriteFile(other, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, b, err := pairedReads(context.Background(), path, other, offs, 4096, want)
+	if err != nil || len(a) != 50 || len(b) != 50 {
+		t.Fatalf("pairedReads = %d and %d latencies, %v", len(a), len(b), err)
+	}
 	want[3][0] ^= 1
 	if _, _, err := randomReads(context.Background(), path, offs, 4096, want, nil); err == nil {
 		t.Error("randomReads with wrong expected bytes succeeded")
+	}
+	if _, _, err := pairedReads(context.Background(), path, other, offs, 4096, want); err == nil {
+		t.Error("pairedReads with wrong expected bytes succeeded")
 	}
 }
 

@@ -85,8 +85,15 @@ type Record struct {
 	RatioFileBased *float64 `json:"ratio_to_file_based,omitempty"`
 	RatioLimit     *float64 `json:"ratio_to_limit,omitempty"`
 	// RatioLocal is a warm case's MB/s, or p99 latency, over the local
-	// file's (case 5); for latency above 1 is slower.
+	// file's (case 5); for latency above 1 is slower. For warm random
+	// reads with LocalPaired it is against those, else against the
+	// local-file record.
 	RatioLocal *float64 `json:"ratio_to_local_file,omitempty"`
+	// LocalPaired summarises preads of the local file at the same offsets,
+	// each beside the matching pread of this record (case 5 random reads),
+	// and RatioLocalP50 is this record's p50 over its p50.
+	LocalPaired   *Latencies `json:"local_paired_latency,omitempty"`
+	RatioLocalP50 *float64   `json:"p50_ratio_to_local_paired,omitempty"`
 	// Latency ratios: this record's p50 and p99 over the single ranged
 	// GET's (above 1 is slower).
 	RatioP50 *float64 `json:"p50_ratio_to_single_get,omitempty"`
@@ -328,7 +335,10 @@ func ApplyRatios(recs []Record) {
 				r.RatioLimit = Ratio(r.MBps, l.MBps)
 			}
 		}
-		if l := find(sysLocal, r.Case); l != nil && r.System != sysLocal {
+		if r.Latency != nil && r.LocalPaired != nil {
+			r.RatioLocal = Ratio(r.Latency.P99, r.LocalPaired.P99)
+			r.RatioLocalP50 = Ratio(r.Latency.P50, r.LocalPaired.P50)
+		} else if l := find(sysLocal, r.Case); l != nil && r.System != sysLocal {
 			switch {
 			case r.MBps > 0 && l.MBps > 0:
 				r.RatioLocal = Ratio(r.MBps, l.MBps)

@@ -39,6 +39,9 @@ func TestApplyRatios(t *testing.T) {
 		{System: sysSegfs, Case: caseCopy, MBps: 60},
 		{System: sysSegfs, Case: caseRandom, Latency: lat(150, 400)},
 		{System: sysSegfs, Case: caseRandomBusy, MBps: 20, Latency: lat(300, 800)},
+		{System: sysLocal, Case: caseWarmRandom, Latency: lat(0.1, 0.2)},
+		{System: sysSegfs, Case: caseWarmRandom, Latency: lat(0.5, 0.75), LocalPaired: lat(0.25, 0.5)},
+		{System: sysSegfsPassthrough, Case: caseWarmRandom, Latency: lat(0.1, 0.5)},
 	}
 	ApplyRatios(recs)
 	get := func(system, c string) Record {
@@ -75,6 +78,11 @@ func TestApplyRatios(t *testing.T) {
 	check("busy copy vs file-based", get(sysSegfs, caseRandomBusy).RatioFileBased, 0.5)
 	check("busy p50", get(sysSegfs, caseRandomBusy).RatioP50, 15)
 	check("single-get vs itself", get(sysSingleGet, caseRandom).RatioP50, 0)
+	// Warm preads: against the local reads paired with them when there
+	// are, else against the local-file record.
+	check("warm p99 vs paired local", get(sysSegfs, caseWarmRandom).RatioLocal, 1.5)
+	check("warm p50 vs paired local", get(sysSegfs, caseWarmRandom).RatioLocalP50, 2)
+	check("warm p99 vs local record", get(sysSegfsPassthrough, caseWarmRandom).RatioLocal, 2.5)
 }
 
 func TestWriteTable(t *testing.T) {
