@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -51,6 +52,61 @@ func seqRead(ctx context.Context, path string, wantSize int64, wantSHA string) (
 		return n, elapsed, fmt.Errorf("read %s: sha256 %s, want %s", path, sum, wantSHA)
 	}
 	return n, elapsed, nil
+}
+
+// pairedSeqRead is seqRead of path and of local at once, 1 MiB of one
+// then the same 1 MiB of the other, taking turns at going first, so that
+// both see the same moments of the disk and the machine. It returns the
+// time each spent in its own reads; both are checked against wantSHA.
+func pairedSeqRead(ctx context.Context, path, local string, wantSize int64, wantSHA string) (d, localD time.Duration, err error) {
+	type stream struct {
+		f    *os.File
+		h    hash.Hash
+		n    int64
+		took time.Duration
+		eof  bool
+	}
+	var ss [2]*stream
+	for i, p := range []string{path, local} {
+		f, err := os.Open(p)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer f.Close()
+		ss[i] = &stream{f: f, h: sha256.New()}
+	}
+	buf := make([]byte, 1<<20)
+	for i := 0; !ss[0].eof || !ss[1].eof; i++ {
+		if err := ctx.Err(); err != nil {
+			return ss[0].took, ss[1].took, fmt.Errorf("read %s: %w", path, err)
+		}
+		for k := range 2 {
+			st := ss[(i+k)%2]
+			if st.eof {
+				continue
+			}
+			start := time.Now()
+			n, err := io.ReadFull(st.f, buf)
+			st.took += time.Since(start)
+			st.h.Write(buf[:n])
+			st.n += int64(n)
+			switch {
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+				st.eof = true
+			case err != nil:
+				return ss[0].took, ss[1].took, fmt.Errorf("read %s at %d: %w", st.f.Name(), st.n, err)
+			}
+		}
+	}
+	for _, st := range ss {
+		if st.n != wantSize {
+			return ss[0].took, ss[1].took, fmt.Errorf("read %s: %d bytes, want %d", st.f.Name(), st.n, wantSize)
+		}
+		if sum := hex.EncodeToString(st.h.Sum(nil)); sum != wantSHA {
+			return ss[0].took, ss[1].took, fmt.Errorf("read %s: sha256 %s, want %s", st.f.Name(), sum, wantSHA)
+		}
+	}
+	return ss[0].took, ss[1].took, nil
 }
 
 // randomOffsets returns n offsets in [0, size-readSize], drawn from seed.

@@ -68,6 +68,12 @@ func TestLocalReads(t *testing.T) {
 	if err := os.WriteFile(other, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if d, ld, err := pairedSeqRead(context.Background(), path, other, int64(len(data)), hex.EncodeToString(sum[:])); err != nil || d <= 0 || ld <= 0 {
+		t.Fatalf("pairedSeqRead = %v, %v, %v", d, ld, err)
+	}
+	if _, _, err := pairedSeqRead(context.Background(), path, other, int64(len(data)), "00"); err == nil {
+		t.Error("pairedSeqRead with a wrong hash succeeded")
+	}
 	a, b, err := pairedReads(context.Background(), path, other, offs, 4096, want)
 	if err != nil || len(a) != 50 || len(b) != 50 {
 		t.Fatalf("pairedReads = %d and %d latencies, %v", len(a), len(b), err)

@@ -94,6 +94,9 @@ type Record struct {
 	// and RatioLocalP50 is this record's p50 over its p50.
 	LocalPaired   *Latencies `json:"local_paired_latency,omitempty"`
 	RatioLocalP50 *float64   `json:"p50_ratio_to_local_paired,omitempty"`
+	// LocalPairedMBps is the local copy's MB/s read 1 MiB at a time beside
+	// this record's sequential read (case 5); "vs local" is against it.
+	LocalPairedMBps float64 `json:"local_paired_mb_per_s,omitempty"`
 	// Latency ratios: this record's p50 and p99 over the single ranged
 	// GET's (above 1 is slower).
 	RatioP50 *float64 `json:"p50_ratio_to_single_get,omitempty"`
@@ -338,6 +341,8 @@ func ApplyRatios(recs []Record) {
 		if r.Latency != nil && r.LocalPaired != nil {
 			r.RatioLocal = Ratio(r.Latency.P99, r.LocalPaired.P99)
 			r.RatioLocalP50 = Ratio(r.Latency.P50, r.LocalPaired.P50)
+		} else if r.MBps > 0 && r.LocalPairedMBps > 0 {
+			r.RatioLocal = Ratio(r.MBps, r.LocalPairedMBps)
 		} else if l := find(sysLocal, r.Case); l != nil && r.System != sysLocal {
 			switch {
 			case r.MBps > 0 && l.MBps > 0:

@@ -42,6 +42,8 @@ func TestApplyRatios(t *testing.T) {
 		{System: sysLocal, Case: caseWarmRandom, Latency: lat(0.1, 0.2)},
 		{System: sysSegfs, Case: caseWarmRandom, Latency: lat(0.5, 0.75), LocalPaired: lat(0.25, 0.5)},
 		{System: sysSegfsPassthrough, Case: caseWarmRandom, Latency: lat(0.1, 0.5)},
+		{System: sysLocal, Case: caseWarmSeq, MBps: 1000},
+		{System: sysSegfsPassthrough, Case: caseWarmSeq, MBps: 300, LocalPairedMBps: 600},
 	}
 	ApplyRatios(recs)
 	get := func(system, c string) Record {
@@ -83,6 +85,8 @@ func TestApplyRatios(t *testing.T) {
 	check("warm p99 vs paired local", get(sysSegfs, caseWarmRandom).RatioLocal, 1.5)
 	check("warm p50 vs paired local", get(sysSegfs, caseWarmRandom).RatioLocalP50, 2)
 	check("warm p99 vs local record", get(sysSegfsPassthrough, caseWarmRandom).RatioLocal, 2.5)
+	check("warm seq vs paired local", get(sysSegfsPassthrough, caseWarmSeq).RatioLocal, 0.5)
+	check("warm seq vs local record", get(sysSegfs, caseWarmSeq).RatioLocal, 0.25)
 }
 
 func TestWriteTable(t *testing.T) {
