@@ -221,10 +221,10 @@ func (b *bench) seqRead(ctx context.Context) ([]Record, error) {
 	return b.seqReadWith(ctx, rec, b.warmDir)
 }
 
-func (b *bench) seqReadWith(ctx context.Context, rec Record, cacheDir string, extra ...string) ([]Record, error) {
+func (b *bench) seqReadWith(ctx context.Context, rec Record, cacheDir string) ([]Record, error) {
 	var n int64
 	var d time.Duration
-	res, err := b.mounted(ctx, mountOpts{cacheDir: cacheDir, prep: []object{b.big}, extra: extra}, func(ctx context.Context, m *harness.Mount, mnt string) error {
+	res, err := b.mounted(ctx, mountOpts{cacheDir: cacheDir, prep: []object{b.big}}, func(ctx context.Context, m *harness.Mount, mnt string) error {
 		var err error
 		n, d, err = seqRead(ctx, filepath.Join(mnt, filepath.FromSlash(b.big.Key)), b.big.Size, b.big.SHA256)
 		return err
