@@ -110,20 +110,54 @@ func (t *s3Target) put(ctx context.Context, key string, r io.Reader, size int64,
 	return err
 }
 
-// abort aborts the multipart upload id of key.
+// abortRechecks are the waits after an abort before the upload is looked
+// for again. A part whose request was already on the wire when the upload
+// was cancelled can still be stored after the abort, which brings the
+// upload back (S3 documents this: abort again until ListParts finds
+// nothing). They cover a part in flight for a few seconds; an interrupted
+// push exits that much later.
+var abortRechecks = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
+
+// abort aborts the multipart upload id of key, and again each time a
+// recheck finds it back.
 func (t *s3Target) abort(ctx context.Context, key, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, abortTimeout)
 	defer cancel()
-	_, err := t.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+	in := &s3.AbortMultipartUploadInput{
 		Bucket:   aws.String(t.src.Bucket),
 		Key:      aws.String(t.prefix + key),
 		UploadId: aws.String(id),
-	})
-	if err != nil {
+	}
+	if _, err := t.client.AbortMultipartUpload(ctx, in); err != nil && !isNoSuchUpload(err) {
 		return fmt.Errorf("abort the multipart upload %s of %s: %w (its parts stay stored until aborted or expired by a lifecycle rule)", id, key, err)
+	}
+	for _, wait := range abortRechecks {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("abort the multipart upload %s of %s: checking that it is gone: %w", id, key, ctx.Err())
+		}
+		_, err := t.client.ListParts(ctx, &s3.ListPartsInput{Bucket: in.Bucket, Key: in.Key, UploadId: in.UploadId})
+		if isNoSuchUpload(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("abort the multipart upload %s of %s: checking that it is gone: %w", id, key, err)
+		}
+		t.log.Debug("multipart upload back after its abort (a part was in flight); aborting again", "key", t.prefix+key, "upload_id", id)
+		if _, err := t.client.AbortMultipartUpload(ctx, in); err != nil && !isNoSuchUpload(err) {
+			return fmt.Errorf("abort the multipart upload %s of %s again: %w (its parts stay stored until aborted or expired by a lifecycle rule)", id, key, err)
+		}
 	}
 	t.log.Debug("aborted multipart upload", "key", t.prefix+key, "upload_id", id)
 	return nil
+}
+
+// isNoSuchUpload reports whether err says the multipart upload does not
+// exist (any more).
+func isNoSuchUpload(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload"
 }
 
 func (t *s3Target) remove(ctx context.Context, key string) error {
