@@ -58,14 +58,20 @@ type partID [sha256.Size]byte
 // part written by an older format is found, and removed, on read.
 func (k Key) id() partID {
 	var stack [512]byte
-	b := append(stack[:0], "segfs part\x00"...)
-	for _, s := range []string{k.Source, k.Object, k.ETag} {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
-		b = append(b, s...)
-	}
+	b := appendObject(append(stack[:0], "segfs part\x00"...), k.Source, k.Object, k.ETag)
 	b = binary.LittleEndian.AppendUint64(b, uint64(k.PartSize))
 	b = binary.LittleEndian.AppendUint64(b, uint64(k.Index))
 	return sha256.Sum256(b)
+}
+
+// appendObject appends the length-prefixed source, object key and ETag
+// that part and whole-object ids are hashed from.
+func appendObject(b []byte, source, object, etag string) []byte {
+	for _, s := range []string{source, object, etag} {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	return b
 }
 
 func (id partID) String() string { return hex.EncodeToString(id[:]) }

@@ -69,12 +69,7 @@ func (k ObjectKey) validate() error {
 // (the prefix), so the two kinds share the index without colliding.
 func (k ObjectKey) id() partID {
 	var stack [512]byte
-	b := append(stack[:0], "segfs object\x00"...)
-	for _, s := range []string{k.Source, k.Object, k.ETag} {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
-		b = append(b, s...)
-	}
-	return sha256.Sum256(b)
+	return sha256.Sum256(appendObject(append(stack[:0], "segfs object\x00"...), k.Source, k.Object, k.ETag))
 }
 
 func (id partID) objPath(dir string) string {
