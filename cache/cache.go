@@ -48,11 +48,17 @@ type Config struct {
 	// MaxWriters bounds the Puts writing to disk at once, and so the OS
 	// threads blocked in disk writes. Default 4.
 	MaxWriters int
+	// Writes is WritesDirect or WritesBuffered: how part data reaches
+	// the disk. Default WritesDirect.
+	Writes string
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 
 	blockSize int64                           // test hook; default DefaultBlockSize
 	statfs    func(dir string) (space, error) // test hook; default statfs
+	// Test hooks of direct writes; default setDirect and (*os.File).Write.
+	setDirect   func(f *os.File, on bool) error
+	writeDirect func(f *os.File, b []byte) (int, error)
 }
 
 // DefaultMaxWriters and DefaultMinFreeFraction are Config's defaults.
@@ -68,6 +74,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxWriters <= 0 {
 		c.MaxWriters = DefaultMaxWriters
 	}
+	if c.Writes == "" {
+		c.Writes = WritesDirect
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -76,6 +85,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.statfs == nil {
 		c.statfs = statfs
+	}
+	if c.setDirect == nil {
+		c.setDirect = setDirect
+	}
+	if c.writeDirect == nil {
+		c.writeDirect = (*os.File).Write
 	}
 	return c
 }
@@ -94,6 +109,7 @@ type Cache struct {
 	loadDone chan struct{}      // closed when the index load ends
 	scratch  sync.Pool          // *[]byte of blockSize, for partial blocks
 	tmpSeq   atomic.Uint64
+	direct   atomic.Bool // part data is written with O_DIRECT where it can be
 	stats    counters
 
 	closeOnce sync.Once
@@ -115,7 +131,7 @@ type counters struct {
 	loadedParts, loadNanos, strays atomic.Int64
 	promotions, promotedBytes      atomic.Int64
 	promoteErrors, objectOpens     atomic.Int64
-	badObjects                     atomic.Int64
+	badObjects, directBytes        atomic.Int64
 	indexLoaded                    atomic.Bool
 }
 
@@ -146,6 +162,7 @@ type Stats struct {
 	PromoteErrors  int64 // Promotes that failed for another reason than space or a missing part
 	ObjectOpens    int64 // OpenObject calls that returned a sealed file
 	BadObjects     int64 // whole-object files removed: seal broken, data file changed
+	DirectBytes    int64 // part data bytes written with O_DIRECT (the rest went through the page cache)
 }
 
 // Open opens or creates the cache in cfg.Dir. It takes an exclusive lock
@@ -156,6 +173,9 @@ func Open(cfg Config) (*Cache, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Dir == "" {
 		return nil, errors.New("cache: no directory")
+	}
+	if cfg.Writes != WritesDirect && cfg.Writes != WritesBuffered {
+		return nil, fmt.Errorf("cache: writes %q: want %q or %q", cfg.Writes, WritesDirect, WritesBuffered)
 	}
 	if b := cfg.blockSize; b < minBlockSize || b > maxBlockSize || b&(b-1) != 0 {
 		return nil, fmt.Errorf("cache: block size %d", b)
@@ -188,6 +208,7 @@ func Open(cfg Config) (*Cache, error) {
 		loadDone: make(chan struct{}),
 		idx:      newIndex(),
 	}
+	c.direct.Store(cfg.Writes == WritesDirect)
 	c.scratch.New = func() any { b := make([]byte, cfg.blockSize); return &b }
 	go c.load()
 	return c, nil
@@ -334,6 +355,7 @@ func (c *Cache) Stats() Stats {
 		PromoteErrors:  s.promoteErrors.Load(),
 		ObjectOpens:    s.objectOpens.Load(),
 		BadObjects:     s.badObjects.Load(),
+		DirectBytes:    s.directBytes.Load(),
 	}
 }
 

@@ -20,16 +20,19 @@
 // No byte of an object key, source or ETag ever appears in a path, so a
 // key such as "../../x" names a file like any other.
 //
-// # Part file format (version 1, little-endian; see format.go)
+// # Part file format (version 2, little-endian; see format.go)
 //
 //	magic "segfsprt" | version u16 | 0 u16 | header length H u32 |
 //	offset u64 | length L u64 | part size u64 | index u64 |
 //	block size B u32 | block count N u32 | len(source) u16 | len(object) u16 |
 //	len(etag) u16 | 0 u16 | source | object | etag |
-//	N × CRC32C(block) u32 | CRC32C(bytes [0, H-4)) u32 | L data bytes
+//	N × CRC32C(block) u32 | zeros to a multiple of 4096 |
+//	CRC32C(bytes [0, H-4)) u32 | L data bytes
 //
+// Version 1 (earlier releases) has no padding and is still read.
 // Blocks are B bytes (16 KiB) of the data, the last one short. An 8 MiB
-// part has a header of about 2.2 KiB (a 512-entry checksum table).
+// part has about 2.2 KiB of header fields (a 512-entry checksum table),
+// padded to 4 KiB so that the data starts on a 4096-byte boundary.
 //
 // # Invariants
 //
@@ -56,6 +59,17 @@
 //     short, zeroed or stale blocks) fails its length or checksum checks
 //     (up to CRC32C's 2^-32 chance per block) and is refetched, so fsync
 //     would buy little but latency and threads blocked in the disk.
+//   - Direct writes (Config.Writes, default WritesDirect): the header is
+//     written through the page cache (it is read on every read of the
+//     part), the data's whole 4096-byte blocks with O_DIRECT from the
+//     caller's buffer when it is 4096-aligned (Go's large allocations
+//     are), and a short tail through the page cache. The bytes reach the
+//     disk without being copied into new page-cache pages: the mounted
+//     file's own page cache holds the ones a reader read, and filling a
+//     second copy cost more CPU than the rest of a cold read on the
+//     benchmark machine. If the file system refuses O_DIRECT (EINVAL),
+//     the Cache logs it once and writes through the page cache from then
+//     on. Stats.DirectBytes counts the bytes written directly.
 //   - Index: an in-memory map of part id to file size and recency (an LRU
 //     list), with the sum of sizes. Open starts loading it in a background
 //     goroutine that stats the part files (fstatat only; headers are checked

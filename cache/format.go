@@ -7,11 +7,11 @@ import (
 	"hash/crc32"
 )
 
-// Part file format, version 1. All integers are little-endian.
+// Part file format, version 2. All integers are little-endian.
 //
 //	off  size  field
 //	  0     8  magic "segfsprt"
-//	  8     2  format version (1)
+//	  8     2  format version (2; 1 is still read)
 //	 10     2  reserved, 0
 //	 12     4  header length H: bytes from 0 to the end of the header CRC
 //	 16     8  part offset in the object (Index*PartSize)
@@ -26,13 +26,20 @@ import (
 //	 62     2  reserved, 0
 //	 64     …  source, object, etag bytes
 //	  …   4*N  CRC32C of each data block
+//	  …     …  zeros, so that H is a multiple of 4096 (version 2 only)
 //	H-4     4  CRC32C of bytes [0, H-4)
 //	  H     L  data
 //
-// The file's size is exactly H+L.
+// The file's size is exactly H+L. Version 2 pads the header so that the
+// data starts on a 4096-byte boundary, where Put can write it with
+// O_DIRECT; version 1 (no padding) files from earlier releases read the
+// same way.
 const (
-	magic          = "segfsprt"
-	formatVersion  = 1
+	magic         = "segfsprt"
+	formatVersion = 2
+	// headerAlign is what a version 2 header's length is a multiple of:
+	// the largest logical block size of common disks, and the page size.
+	headerAlign    = 4096
 	fixedHeaderLen = 64
 	maxHeaderLen   = 1 << 20
 	minBlockSize   = 512
@@ -78,8 +85,12 @@ func headerFields(ns, no, ne, blocks int64) int64 {
 
 // headerLen returns the header length of a part of length bytes.
 func headerLen(k Key, length, blockSize int64) int64 {
-	return headerFields(int64(len(k.Source)), int64(len(k.Object)), int64(len(k.ETag)), blockCount(length, blockSize)) + 4
+	return paddedHeaderLen(headerFields(int64(len(k.Source)), int64(len(k.Object)), int64(len(k.ETag)), blockCount(length, blockSize)))
 }
+
+// paddedHeaderLen returns the version 2 header length for fields bytes
+// of fields.
+func paddedHeaderLen(fields int64) int64 { return roundUp(fields+4, headerAlign) }
 
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 
@@ -109,7 +120,17 @@ func encodeHeader(k Key, data []byte, blockSize int64) []byte {
 	for off := int64(0); off < length; off += blockSize {
 		b = le.AppendUint32(b, crc32.Checksum(data[off:min(off+blockSize, length)], castagnoli))
 	}
+	b = b[:hl-4] // the padding: make zeroed it
 	return le.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// wantHeaderLen returns the header length of a file of format version v
+// whose fields take fields bytes.
+func wantHeaderLen(v uint16, fields int64) int64 {
+	if v == 1 {
+		return fields + 4
+	}
+	return paddedHeaderLen(fields)
 }
 
 // probeHeader checks the fixed fields that say how long the header is.
@@ -121,8 +142,8 @@ func probeHeader(buf []byte, fileSize int64) (hdrLen int64, err error) {
 	if string(buf[:8]) != magic {
 		return 0, badPart("no magic number")
 	}
-	if v := binary.LittleEndian.Uint16(buf[8:]); v != formatVersion {
-		return 0, badPart("format version %d, want %d", v, formatVersion)
+	if v := binary.LittleEndian.Uint16(buf[8:]); v != formatVersion && v != 1 {
+		return 0, badPart("format version %d, want 1 or %d", v, formatVersion)
 	}
 	hl := int64(binary.LittleEndian.Uint32(buf[12:]))
 	if hl < fixedHeaderLen+4 || hl > maxHeaderLen || hl > fileSize {
@@ -161,7 +182,7 @@ func parseHeader(buf []byte, k Key, fileSize int64) (header, error) {
 		return header{}, badPart("block size %d", bs)
 	case n != blockCount(int64(length), bs):
 		return header{}, badPart("%d blocks for %d bytes of %d", n, length, bs)
-	case hl != headerFields(ns, no, ne, n)+4:
+	case hl != wantHeaderLen(le.Uint16(buf[8:]), headerFields(ns, no, ne, n)):
 		return header{}, badPart("header length %d does not match its fields", hl)
 	case fileSize != hl+int64(length):
 		return header{}, badPart("file of %d bytes, want %d", fileSize, hl+int64(length))

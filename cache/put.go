@@ -144,7 +144,7 @@ func (c *Cache) write(id partID, hdr, data []byte) (err error) {
 	}()
 	_, err = f.Write(hdr)
 	if err == nil {
-		_, err = f.Write(data)
+		err = c.writeData(f, int64(len(hdr)), data)
 	}
 	// No fsync: see doc.go. Close still reports delayed write errors.
 	if cerr := f.Close(); err == nil {

@@ -122,6 +122,7 @@ func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.Fram
 		"cache_corrupt_removed": cs.CorruptRemoved,
 		"cache_no_space":        cs.NoSpace,
 		"cache_bytes":           cs.Bytes,
+		"cache_direct_bytes":    cs.DirectBytes,
 		"cache_parts":           cs.Parts,
 		"cache_index_loaded":    loaded,
 		"cache_index_load_ns":   int64(cs.IndexLoadTime),

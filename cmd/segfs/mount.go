@@ -30,6 +30,7 @@ type mountCmd struct {
 	CacheDir          string        `name:"cache-dir" help:"Directory of the persistent part cache (0700; kept across mounts). Default: segfs/<hash of SOURCE> under the user's cache directory ($XDG_CACHE_HOME or ~/.cache)."`
 	CacheSize         byteSize      `name:"cache-size" default:"10GiB" help:"Most bytes the part cache may hold on disk; least recently used parts are evicted."`
 	CacheMinFree      string        `name:"cache-min-free" default:"5%" help:"Free space to leave on the cache's file system, as a size or a percentage of the file system."`
+	CacheWrites       string        `name:"cache-writes" default:"direct" enum:"direct,buffered" help:"How fetched parts are written to the cache: direct (O_DIRECT, no second copy of the bytes in the page cache beside the mounted file's own; falls back to buffered where the file system refuses it) or buffered."`
 	PartSize          byteSize      `name:"part-size" default:"8MiB" help:"Size of the aligned parts that are fetched and cached."`
 	MaxFetches        int           `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, for the whole mount: the size of the fetch pool."`
 	BackgroundFetches int           `name:"background-fetches" placeholder:"N" help:"Most of the --max-fetches that background work (the rest of opened files; every file with --prefetch all) may hold; the others stay free for reads that wait and for readahead. Default: three quarters of --max-fetches."`

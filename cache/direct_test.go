@@ -1,0 +1,163 @@
+package cache
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"os"
+	"syscall"
+	"testing"
+	"unsafe"
+)
+
+// alignedCopy returns a copy of b at a 4096-byte aligned address, or at
+// one byte past it when misalign is set.
+func alignedCopy(b []byte, misalign bool) []byte {
+	buf := make([]byte, len(b)+2*headerAlign)
+	off := headerAlign - int(uintptr(unsafe.Pointer(&buf[0]))%headerAlign)
+	if misalign {
+		off++
+	}
+	out := buf[off : off+len(b)]
+	copy(out, b)
+	return out
+}
+
+// TestDirectWrites checks which bytes of a part go with O_DIRECT (the
+// whole 4096-byte blocks of an aligned buffer; none in buffered mode or
+// from an unaligned buffer) and that every way yields the same file.
+func TestDirectWrites(t *testing.T) {
+	const n = 5*headerAlign + 100 // a short tail goes through the page cache
+	for _, tc := range []struct {
+		name      string
+		writes    string
+		misalign  bool
+		wantBytes int64
+	}{
+		{"direct", WritesDirect, false, 5 * headerAlign},
+		{"direct, unaligned buffer", WritesDirect, true, 0},
+		{"buffered", WritesBuffered, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Writes = tc.writes
+			c := openTest(t, cfg)
+			if tc.wantBytes > 0 {
+				skipWithoutDirect(t, c.tmpDir)
+			}
+			k := Key{Source: "s3://b", Object: "direct", ETag: `"e"`, PartSize: n, Index: 0}
+			want := partData(k, n)
+			mustPut(t, c, k, alignedCopy(want, tc.misalign))
+			if got := c.Stats().DirectBytes; got != tc.wantBytes {
+				t.Errorf("DirectBytes %d, want %d", got, tc.wantBytes)
+			}
+			file, err := os.ReadFile(partPath(c, k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hl := headerLen(k, n, testBlock)
+			if hl%headerAlign != 0 || int64(len(file)) != hl+n {
+				t.Fatalf("file of %d bytes, header %d: want a header padded to %d", len(file), hl, headerAlign)
+			}
+			if !bytes.Equal(file[hl:], want) {
+				t.Error("the part file's data differs from the bytes put")
+			}
+			got, ok := read(t, c, k, 0, n)
+			if !ok || !bytes.Equal(got, want) {
+				t.Errorf("read back %d bytes (hit %v)", len(got), ok)
+			}
+		})
+	}
+}
+
+// skipWithoutDirect skips the test where dir's file system refuses
+// O_DIRECT.
+func skipWithoutDirect(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.CreateTemp(dir, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := setDirect(f, true); err != nil {
+		t.Skipf("the file system of %s refuses O_DIRECT: %v", dir, err)
+	}
+}
+
+// TestDirectRefused: a file system that refuses O_DIRECT turns direct
+// writes off for the cache, and the parts are written through the page
+// cache, whole.
+func TestDirectRefused(t *testing.T) {
+	for _, where := range []string{"flag", "write"} {
+		t.Run(where, func(t *testing.T) {
+			cfg := testConfig(t)
+			calls := 0
+			cfg.setDirect = func(f *os.File, on bool) error {
+				calls++
+				if where == "flag" {
+					return syscall.EINVAL
+				}
+				return nil // the flag is not set: the next hook refuses the write
+			}
+			cfg.writeDirect = func(f *os.File, b []byte) (int, error) {
+				return 0, syscall.EINVAL
+			}
+			c := openTest(t, cfg)
+			for i := range int64(3) {
+				k := Key{Source: "s3://b", Object: "refused", ETag: `"e"`, PartSize: 3 * headerAlign, Index: i}
+				want := partData(k, 3*headerAlign)
+				mustPut(t, c, k, alignedCopy(want, false))
+				if got, ok := read(t, c, k, 0, len(want)); !ok || !bytes.Equal(got, want) {
+					t.Fatalf("part %d: read back %d bytes (hit %v)", i, len(got), ok)
+				}
+			}
+			if st := c.Stats(); st.DirectBytes != 0 || st.Puts != 3 || st.PutErrors != 0 {
+				t.Errorf("stats %+v", st)
+			}
+			if want := map[string]int{"flag": 1, "write": 2}[where]; calls != want {
+				t.Errorf("%d O_DIRECT flag changes, want %d: direct writes should stop after the first refusal", calls, want)
+			}
+		})
+	}
+}
+
+// TestReadsFormatVersion1 reads a part file written by earlier releases:
+// its header is not padded.
+func TestReadsFormatVersion1(t *testing.T) {
+	c := openTest(t, testConfig(t))
+	k := key("version/1", 0)
+	want := partData(k, testPart)
+	mustPut(t, c, k, want)
+	path := partPath(c, k)
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	fields := headerFields(int64(len(k.Source)), int64(len(k.Object)), int64(len(k.ETag)), blockCount(testPart, testBlock))
+	v1 := append([]byte(nil), file[:fields]...)
+	le.PutUint16(v1[8:], 1)
+	le.PutUint32(v1[12:], uint32(fields+4))
+	v1 = le.AppendUint32(v1, crc32.Checksum(v1, castagnoli))
+	v1 = append(v1, want...)
+	if err := os.WriteFile(path, v1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := read(t, c, k, 0, testPart)
+	if !ok || !bytes.Equal(got, want) {
+		t.Fatalf("version 1 part: read %d bytes (hit %v)", len(got), ok)
+	}
+	// A version 1 header that claims version 2's padding is refused.
+	le.PutUint16(v1[8:], 2)
+	binary.LittleEndian.PutUint32(v1[fields:], crc32.Checksum(v1[:fields], castagnoli))
+	if err := os.WriteFile(path, v1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := read(t, c, k, 0, testPart); ok {
+		t.Error("an unpadded header marked version 2 was served")
+	}
+	if st := c.Stats(); st.CorruptRemoved != 1 {
+		t.Errorf("CorruptRemoved %d, want 1", st.CorruptRemoved)
+	}
+}
