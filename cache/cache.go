@@ -162,7 +162,7 @@ type Stats struct {
 	PromoteErrors  int64 // Promotes that failed for another reason than space or a missing part
 	ObjectOpens    int64 // OpenObject calls that returned a sealed file
 	BadObjects     int64 // whole-object files removed: seal broken, data file changed
-	DirectBytes    int64 // part data bytes written with O_DIRECT (the rest went through the page cache)
+	DirectBytes    int64 // part and whole-object data bytes written with O_DIRECT (the rest went through the page cache)
 }
 
 // Open opens or creates the cache in cfg.Dir. It takes an exclusive lock

@@ -62,6 +62,14 @@ func (c *Cache) noDirect(err error) {
 	}
 }
 
+// alignedBuf returns a zeroed buffer of n bytes at a 4096-aligned
+// address, for data that is to be written with O_DIRECT.
+func alignedBuf(n int64) []byte {
+	b := make([]byte, n+headerAlign)
+	skip := (headerAlign - int(uintptr(unsafe.Pointer(&b[0]))%headerAlign)) % headerAlign
+	return b[skip : int64(skip)+n : int64(skip)+n]
+}
+
 func writeAll(f *os.File, b []byte) error {
 	if len(b) == 0 {
 		return nil

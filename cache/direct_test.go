@@ -2,23 +2,23 @@ package cache
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"os"
 	"syscall"
 	"testing"
-	"unsafe"
 )
 
 // alignedCopy returns a copy of b at a 4096-byte aligned address, or at
 // one byte past it when misalign is set.
 func alignedCopy(b []byte, misalign bool) []byte {
-	buf := make([]byte, len(b)+2*headerAlign)
-	off := headerAlign - int(uintptr(unsafe.Pointer(&buf[0]))%headerAlign)
-	if misalign {
-		off++
+	if !misalign {
+		out := alignedBuf(int64(len(b)))
+		copy(out, b)
+		return out
 	}
-	out := buf[off : off+len(b)]
+	out := alignedBuf(int64(len(b)) + 1)[1:]
 	copy(out, b)
 	return out
 }
@@ -119,6 +119,33 @@ func TestDirectRefused(t *testing.T) {
 				t.Errorf("%d O_DIRECT flag changes, want %d: direct writes should stop after the first refusal", calls, want)
 			}
 		})
+	}
+}
+
+// TestPromoteDirect: a whole-object file is written with O_DIRECT too,
+// every whole 4096-byte block of it when the part size is a multiple of
+// 4096, and reads back the object.
+func TestPromoteDirect(t *testing.T) {
+	c := openTest(t, testConfig(t))
+	skipWithoutDirect(t, c.tmpDir)
+	const partSize, size = 3 * headerAlign, 2*3*headerAlign + headerAlign + 100
+	var want []byte
+	for i := int64(0); i*partSize < size; i++ {
+		k := Key{Source: "s3://b", Object: "whole", ETag: `"e"`, PartSize: partSize, Index: i}
+		d := partData(k, int(min(partSize, size-i*partSize)))
+		mustPut(t, c, k, alignedCopy(d, false))
+		want = append(want, d...)
+	}
+	before := c.Stats().DirectBytes
+	ok := ObjectKey{Source: "s3://b", Object: "whole", ETag: `"e"`, Size: size}
+	if err := c.Promote(context.Background(), ok, partSize); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Stats().DirectBytes-before, int64(size)&^(headerAlign-1); got != want {
+		t.Errorf("%d bytes of the whole-object file written with O_DIRECT, want %d", got, want)
+	}
+	if got, found := readObject(t, c, ok); !found || !bytes.Equal(got, want) {
+		t.Fatalf("whole-object file: found %v, equal %v", found, bytes.Equal(got, want))
 	}
 }
 

@@ -69,7 +69,9 @@
 //     second copy cost more CPU than the rest of a cold read on the
 //     benchmark machine. If the file system refuses O_DIRECT (EINVAL),
 //     the Cache logs it once and writes through the page cache from then
-//     on. Stats.DirectBytes counts the bytes written directly.
+//     on. Whole-object files (Promote) are written the same way, from
+//     an aligned buffer. Stats.DirectBytes counts the bytes written
+//     directly.
 //   - Index: an in-memory map of part id to file size and recency (an LRU
 //     list), with the sum of sizes. Open starts loading it in a background
 //     goroutine that stats the part files (fstatat only; headers are checked

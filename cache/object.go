@@ -225,7 +225,7 @@ func (c *Cache) buildObject(ctx context.Context, id partID, k ObjectKey, parts, 
 			os.Remove(tmp)
 		}
 	}()
-	buf := make([]byte, min(partSize, k.Size))
+	buf := alignedBuf(min(partSize, k.Size))
 	for i := range parts {
 		if err := ctx.Err(); err != nil {
 			return 0, err
@@ -238,7 +238,7 @@ func (c *Cache) buildObject(ctx context.Context, id partID, k ObjectKey, parts, 
 		if !ok || int64(n) != want {
 			return 0, fmt.Errorf("part %d: %w", i, ErrIncomplete)
 		}
-		if err := c.writeSlot(ctx, func() error { _, err := f.Write(buf[:n]); return err }); err != nil {
+		if err := c.writeSlot(ctx, func() error { return c.writeData(f, i*partSize, buf[:n]) }); err != nil {
 			return 0, err
 		}
 	}

@@ -321,7 +321,9 @@ func TestPromoteUnderLoad(t *testing.T) {
 		size    = 3*testPart + 500
 	)
 	cfg := testConfig(t)
-	cfg.MaxBytes = 4 * size
+	// Room for about two objects' parts and their headers (padded to
+	// 4096 bytes), beside a whole-object file: evictions race promotions.
+	cfg.MaxBytes = 4*size + 12*headerAlign
 	cfg.MaxWriters = 2
 	c := openTest(t, cfg)
 	name := func(i int) string { return "load/" + string(rune('a'+i)) }
