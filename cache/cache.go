@@ -48,16 +48,18 @@ type Config struct {
 	// MaxWriters bounds the Puts writing to disk at once, and so the OS
 	// threads blocked in disk writes. Default 4.
 	MaxWriters int
-	// Writes is WritesDirect or WritesBuffered: how part data reaches
-	// the disk. Default WritesDirect.
-	Writes string
+	// IO is IODirect or IOBuffered: how part data moves between the
+	// disk and the caller's buffers. Default IODirect.
+	IO string
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 
 	blockSize int64                           // test hook; default DefaultBlockSize
 	statfs    func(dir string) (space, error) // test hook; default statfs
-	// Test hooks of direct writes; default setDirect and (*os.File).Write.
+	// Test hooks of direct I/O; default setDirect, setDirectFd and
+	// (*os.File).Write.
 	setDirect   func(f *os.File, on bool) error
+	setDirectFd func(fd int, on bool) error
 	writeDirect func(f *os.File, b []byte) (int, error)
 }
 
@@ -74,8 +76,8 @@ func (c Config) withDefaults() Config {
 	if c.MaxWriters <= 0 {
 		c.MaxWriters = DefaultMaxWriters
 	}
-	if c.Writes == "" {
-		c.Writes = WritesDirect
+	if c.IO == "" {
+		c.IO = IODirect
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -88,6 +90,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.setDirect == nil {
 		c.setDirect = setDirect
+	}
+	if c.setDirectFd == nil {
+		c.setDirectFd = setDirectFd
 	}
 	if c.writeDirect == nil {
 		c.writeDirect = (*os.File).Write
@@ -109,7 +114,7 @@ type Cache struct {
 	loadDone chan struct{}      // closed when the index load ends
 	scratch  sync.Pool          // *[]byte of blockSize, for partial blocks
 	tmpSeq   atomic.Uint64
-	direct   atomic.Bool // part data is written with O_DIRECT where it can be
+	direct   atomic.Bool // part data is written and read with O_DIRECT where it can be
 	stats    counters
 
 	closeOnce sync.Once
@@ -132,37 +137,39 @@ type counters struct {
 	promotions, promotedBytes      atomic.Int64
 	promoteErrors, objectOpens     atomic.Int64
 	badObjects, directBytes        atomic.Int64
+	directReadBytes                atomic.Int64
 	indexLoaded                    atomic.Bool
 }
 
 // Stats is a snapshot of a Cache's counters and gauges.
 type Stats struct {
-	Hits           int64 // ReadAt calls served from disk
-	Misses         int64 // ReadAt calls not served (absent or bad part)
-	ReadBytes      int64 // bytes returned by ReadAt
-	Puts           int64 // parts written
-	PutBytes       int64 // bytes of part files written, headers included
-	PutErrors      int64 // Puts that failed for another reason than space
-	Evictions      int64 // parts removed to keep the bounds
-	EvictedBytes   int64 // bytes of those parts
-	CorruptRemoved int64 // bad parts found by ReadAt and removed
-	ReadErrors     int64 // ReadAt calls that met an I/O error (a miss)
-	NoSpace        int64 // Puts skipped: file system full or floor not kept
-	BoundSkips     int64 // Puts skipped: the part did not fit within MaxBytes
-	Bytes          int64 // bytes of indexed part files on disk
-	Parts          int64 // indexed part files on disk
-	PinnedObjects  int64 // objects pinned now
-	IndexLoaded    bool  // the start-up index load has ended
-	LoadedParts    int64 // parts the index load found on disk
-	StrayFiles     int64 // files in the cache directory that are not parts, left alone
-	IndexLoadTime  time.Duration
-	WholeObjects   int64 // indexed whole-object files (Promote)
-	Promotions     int64 // whole-object files built
-	PromotedBytes  int64 // object bytes copied into them
-	PromoteErrors  int64 // Promotes that failed for another reason than space or a missing part
-	ObjectOpens    int64 // OpenObject calls that returned a sealed file
-	BadObjects     int64 // whole-object files removed: seal broken, data file changed
-	DirectBytes    int64 // part and whole-object data bytes written with O_DIRECT (the rest went through the page cache)
+	Hits            int64 // ReadAt calls served from disk
+	Misses          int64 // ReadAt calls not served (absent or bad part)
+	ReadBytes       int64 // bytes returned by ReadAt
+	Puts            int64 // parts written
+	PutBytes        int64 // bytes of part files written, headers included
+	PutErrors       int64 // Puts that failed for another reason than space
+	Evictions       int64 // parts removed to keep the bounds
+	EvictedBytes    int64 // bytes of those parts
+	CorruptRemoved  int64 // bad parts found by ReadAt and removed
+	ReadErrors      int64 // ReadAt calls that met an I/O error (a miss)
+	NoSpace         int64 // Puts skipped: file system full or floor not kept
+	BoundSkips      int64 // Puts skipped: the part did not fit within MaxBytes
+	Bytes           int64 // bytes of indexed part files on disk
+	Parts           int64 // indexed part files on disk
+	PinnedObjects   int64 // objects pinned now
+	IndexLoaded     bool  // the start-up index load has ended
+	LoadedParts     int64 // parts the index load found on disk
+	StrayFiles      int64 // files in the cache directory that are not parts, left alone
+	IndexLoadTime   time.Duration
+	WholeObjects    int64 // indexed whole-object files (Promote)
+	Promotions      int64 // whole-object files built
+	PromotedBytes   int64 // object bytes copied into them
+	PromoteErrors   int64 // Promotes that failed for another reason than space or a missing part
+	ObjectOpens     int64 // OpenObject calls that returned a sealed file
+	BadObjects      int64 // whole-object files removed: seal broken, data file changed
+	DirectBytes     int64 // part and whole-object data bytes written with O_DIRECT (the rest went through the page cache)
+	DirectReadBytes int64 // part data bytes read with O_DIRECT
 }
 
 // Open opens or creates the cache in cfg.Dir. It takes an exclusive lock
@@ -174,8 +181,8 @@ func Open(cfg Config) (*Cache, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("cache: no directory")
 	}
-	if cfg.Writes != WritesDirect && cfg.Writes != WritesBuffered {
-		return nil, fmt.Errorf("cache: writes %q: want %q or %q", cfg.Writes, WritesDirect, WritesBuffered)
+	if cfg.IO != IODirect && cfg.IO != IOBuffered {
+		return nil, fmt.Errorf("cache: I/O mode %q: want %q or %q", cfg.IO, IODirect, IOBuffered)
 	}
 	if b := cfg.blockSize; b < minBlockSize || b > maxBlockSize || b&(b-1) != 0 {
 		return nil, fmt.Errorf("cache: block size %d", b)
@@ -208,7 +215,7 @@ func Open(cfg Config) (*Cache, error) {
 		loadDone: make(chan struct{}),
 		idx:      newIndex(),
 	}
-	c.direct.Store(cfg.Writes == WritesDirect)
+	c.direct.Store(cfg.IO == IODirect)
 	c.scratch.New = func() any { b := make([]byte, cfg.blockSize); return &b }
 	go c.load()
 	return c, nil
@@ -330,32 +337,33 @@ func (c *Cache) Stats() Stats {
 	c.mu.Unlock()
 	s := &c.stats
 	return Stats{
-		Hits:           s.hits.Load(),
-		Misses:         s.misses.Load(),
-		ReadBytes:      s.readBytes.Load(),
-		Puts:           s.puts.Load(),
-		PutBytes:       s.putBytes.Load(),
-		PutErrors:      s.putErrors.Load(),
-		Evictions:      s.evictions.Load(),
-		EvictedBytes:   s.evictedBytes.Load(),
-		CorruptRemoved: s.corrupt.Load(),
-		ReadErrors:     s.readErrors.Load(),
-		NoSpace:        s.noSpace.Load(),
-		BoundSkips:     s.boundSkips.Load(),
-		Bytes:          bytes,
-		Parts:          parts,
-		PinnedObjects:  pinned,
-		IndexLoaded:    s.indexLoaded.Load(),
-		LoadedParts:    s.loadedParts.Load(),
-		StrayFiles:     s.strays.Load(),
-		IndexLoadTime:  time.Duration(s.loadNanos.Load()),
-		WholeObjects:   whole,
-		Promotions:     s.promotions.Load(),
-		PromotedBytes:  s.promotedBytes.Load(),
-		PromoteErrors:  s.promoteErrors.Load(),
-		ObjectOpens:    s.objectOpens.Load(),
-		BadObjects:     s.badObjects.Load(),
-		DirectBytes:    s.directBytes.Load(),
+		Hits:            s.hits.Load(),
+		Misses:          s.misses.Load(),
+		ReadBytes:       s.readBytes.Load(),
+		Puts:            s.puts.Load(),
+		PutBytes:        s.putBytes.Load(),
+		PutErrors:       s.putErrors.Load(),
+		Evictions:       s.evictions.Load(),
+		EvictedBytes:    s.evictedBytes.Load(),
+		CorruptRemoved:  s.corrupt.Load(),
+		ReadErrors:      s.readErrors.Load(),
+		NoSpace:         s.noSpace.Load(),
+		BoundSkips:      s.boundSkips.Load(),
+		Bytes:           bytes,
+		Parts:           parts,
+		PinnedObjects:   pinned,
+		IndexLoaded:     s.indexLoaded.Load(),
+		LoadedParts:     s.loadedParts.Load(),
+		StrayFiles:      s.strays.Load(),
+		IndexLoadTime:   time.Duration(s.loadNanos.Load()),
+		WholeObjects:    whole,
+		Promotions:      s.promotions.Load(),
+		PromotedBytes:   s.promotedBytes.Load(),
+		PromoteErrors:   s.promoteErrors.Load(),
+		ObjectOpens:     s.objectOpens.Load(),
+		BadObjects:      s.badObjects.Load(),
+		DirectBytes:     s.directBytes.Load(),
+		DirectReadBytes: s.directReadBytes.Load(),
 	}
 }
 

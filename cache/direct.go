@@ -10,16 +10,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Write modes of part data (Config.Writes).
+// I/O modes of part data (Config.IO).
 const (
-	// WritesDirect writes each part's data with O_DIRECT where the file
+	// IODirect writes each part's data with O_DIRECT where the file
 	// system, the buffer and the offset allow it, and the rest through
-	// the page cache. The data goes from the fetch buffer to the disk
-	// without a copy into new page-cache pages, which the reader's own
-	// page cache of the mounted file would duplicate.
-	WritesDirect = "direct"
-	// WritesBuffered writes every byte through the page cache.
-	WritesBuffered = "buffered"
+	// the page cache; large reads of it (a sequential reader's) go with
+	// O_DIRECT too. The data moves between the disk and segfs's buffers
+	// without copies in new page-cache pages, which the reader's own page
+	// cache of the mounted file would duplicate. Small reads (a
+	// searcher's) go through the page cache.
+	IODirect = "direct"
+	// IOBuffered writes and reads every byte through the page cache.
+	IOBuffered = "buffered"
 )
 
 // writeData appends data to f, whose offset is off. With direct writes on,
@@ -55,10 +57,46 @@ func (c *Cache) writeData(f *os.File, off int64, data []byte) error {
 	return writeAll(f, data[w:])
 }
 
-// noDirect turns direct writes off after the file system refused one.
+// directReadMin is the smallest read of a part file's data that goes with
+// O_DIRECT: a sequential reader's (the kernel sends reads of up to
+// max_read, 1 MiB by default). Smaller reads, a searcher's, go through
+// the page cache, which keeps the hot blocks.
+const directReadMin = 128 << 10
+
+// preadData fills dst, whole blocks of a part's data, from off. With
+// direct I/O on, a read of at least directReadMin bytes whose buffer,
+// length and offset are 4096-aligned goes with O_DIRECT: from the disk
+// into dst, without filling page-cache pages that the mounted file's own
+// page cache would duplicate. fd is the caller's own descriptor: the flag
+// is set for the read and cleared after it.
+func (c *Cache) preadData(fd int, dst []byte, off int64) error {
+	if !c.direct.Load() || len(dst) < directReadMin || len(dst)%headerAlign != 0 || off%headerAlign != 0 ||
+		uintptr(unsafe.Pointer(&dst[0]))%headerAlign != 0 {
+		return preadFull(fd, dst, off)
+	}
+	if err := c.cfg.setDirectFd(fd, true); err != nil {
+		c.noDirect(err)
+		return preadFull(fd, dst, off)
+	}
+	err := preadFull(fd, dst, off)
+	if cerr := c.cfg.setDirectFd(fd, false); cerr != nil && err == nil {
+		err = fmt.Errorf("clear O_DIRECT: %w", cerr)
+	}
+	if errors.Is(err, syscall.EINVAL) {
+		// Some file systems take the flag and refuse the read.
+		c.noDirect(err)
+		return preadFull(fd, dst, off)
+	}
+	if err == nil {
+		c.stats.directReadBytes.Add(int64(len(dst)))
+	}
+	return err
+}
+
+// noDirect turns direct I/O off after the file system refused it.
 func (c *Cache) noDirect(err error) {
 	if c.direct.CompareAndSwap(true, false) {
-		c.cfg.Logger.Warn("cache: the file system refuses O_DIRECT; writing parts through the page cache", "dir", c.dir, "err", err)
+		c.cfg.Logger.Warn("cache: the file system refuses O_DIRECT; writing and reading parts through the page cache", "dir", c.dir, "err", err)
 	}
 }
 
@@ -85,21 +123,24 @@ func setDirect(f *os.File, on bool) error {
 		return err
 	}
 	var serr error
-	err = rc.Control(func(fd uintptr) {
-		flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
-		if err != nil {
-			serr = err
-			return
-		}
-		if on {
-			flags |= unix.O_DIRECT
-		} else {
-			flags &^= unix.O_DIRECT
-		}
-		_, serr = unix.FcntlInt(fd, unix.F_SETFL, flags)
-	})
+	err = rc.Control(func(fd uintptr) { serr = setDirectFd(int(fd), on) })
 	if err != nil {
 		return err
 	}
 	return serr
+}
+
+// setDirectFd sets or clears O_DIRECT on fd.
+func setDirectFd(fd int, on bool) error {
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return err
+	}
+	if on {
+		flags |= unix.O_DIRECT
+	} else {
+		flags &^= unix.O_DIRECT
+	}
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, flags)
+	return err
 }

@@ -34,13 +34,13 @@ func TestDirectWrites(t *testing.T) {
 		misalign  bool
 		wantBytes int64
 	}{
-		{"direct", WritesDirect, false, 5 * headerAlign},
-		{"direct, unaligned buffer", WritesDirect, true, 0},
-		{"buffered", WritesBuffered, false, 0},
+		{"direct", IODirect, false, 5 * headerAlign},
+		{"direct, unaligned buffer", IODirect, true, 0},
+		{"buffered", IOBuffered, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
-			cfg.Writes = tc.writes
+			cfg.IO = tc.writes
 			c := openTest(t, cfg)
 			if tc.wantBytes > 0 {
 				skipWithoutDirect(t, c.tmpDir)
@@ -186,5 +186,115 @@ func TestReadsFormatVersion1(t *testing.T) {
 	}
 	if st := c.Stats(); st.CorruptRemoved != 1 {
 		t.Errorf("CorruptRemoved %d, want 1", st.CorruptRemoved)
+	}
+}
+
+// readInto reads len(p) bytes of k at off into p.
+func readInto(t *testing.T, c *Cache, k Key, p []byte, off int64) bool {
+	t.Helper()
+	n, ok, err := c.ReadAt(context.Background(), k, p, off)
+	if err != nil {
+		t.Fatalf("ReadAt %s at %d: %v", k, off, err)
+	}
+	return ok && n == len(p)
+}
+
+// TestDirectReads checks which reads of a part's data go with O_DIRECT
+// (at least directReadMin bytes of whole blocks, aligned in the file and
+// in memory) and that every one returns the part's bytes.
+func TestDirectReads(t *testing.T) {
+	const n = 4 * directReadMin
+	for _, tc := range []struct {
+		name   string
+		io     string
+		off    int64
+		len    int
+		shift  int // the buffer starts this far past a 4096-byte boundary
+		direct bool
+	}{
+		{"large, aligned", IODirect, 0, 2 * directReadMin, 0, true},
+		{"large, from a 4096 boundary", IODirect, headerAlign, directReadMin, 0, true},
+		{"large, to the end", IODirect, n - directReadMin, directReadMin, 0, true},
+		{"small", IODirect, 0, directReadMin - headerAlign, 0, false},
+		{"from a block that is not 4096-aligned", IODirect, testBlock, directReadMin, 0, false},
+		{"into an unaligned buffer", IODirect, 0, directReadMin, 1, false},
+		{"buffered mode", IOBuffered, 0, 2 * directReadMin, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.IO = tc.io
+			c := openTest(t, cfg)
+			if tc.direct {
+				skipWithoutDirect(t, c.tmpDir)
+			}
+			k := Key{Source: "s3://b", Object: "reads", ETag: `"e"`, PartSize: n, Index: 0}
+			want := partData(k, n)
+			mustPut(t, c, k, want)
+			p := alignedBuf(int64(tc.len + tc.shift))[tc.shift:]
+			if !readInto(t, c, k, p, tc.off) || !bytes.Equal(p, want[tc.off:tc.off+int64(tc.len)]) {
+				t.Fatal("read back other bytes than were put")
+			}
+			wantDirect := int64(0)
+			if tc.direct {
+				wantDirect = int64(tc.len)
+			}
+			if got := c.Stats().DirectReadBytes; got != wantDirect {
+				t.Errorf("DirectReadBytes %d, want %d", got, wantDirect)
+			}
+		})
+	}
+}
+
+// TestDirectReadFindsCorruption: a flipped data byte is caught by a
+// direct read as by any other, and the part is removed.
+func TestDirectReadFindsCorruption(t *testing.T) {
+	c := openTest(t, testConfig(t))
+	skipWithoutDirect(t, c.tmpDir)
+	const n = 2 * directReadMin
+	k := Key{Source: "s3://b", Object: "flip", ETag: `"e"`, PartSize: n, Index: 0}
+	mustPut(t, c, k, partData(k, n))
+	flipByte(t, partPath(c, k), func(size, hdrLen int64) int64 { return hdrLen + n/2 })
+	if readInto(t, c, k, alignedBuf(n), 0) {
+		t.Fatal("a part with a flipped byte was served")
+	}
+	st := c.Stats()
+	if st.CorruptRemoved != 1 || st.DirectReadBytes != n || fileExists(partPath(c, k)) {
+		t.Errorf("CorruptRemoved %d, DirectReadBytes %d, file left %v: want 1, %d, false",
+			st.CorruptRemoved, st.DirectReadBytes, fileExists(partPath(c, k)), n)
+	}
+}
+
+// TestDirectReadRefused: a file system that refuses O_DIRECT on a read
+// gets the read through the page cache, and direct I/O stops for the
+// cache, writes included.
+func TestDirectReadRefused(t *testing.T) {
+	cfg := testConfig(t)
+	refusals := 0
+	cfg.setDirectFd = func(fd int, on bool) error {
+		if on {
+			refusals++
+			return syscall.EINVAL
+		}
+		return nil
+	}
+	c := openTest(t, cfg)
+	skipWithoutDirect(t, c.tmpDir)
+	const n = 2 * directReadMin
+	for i := range int64(2) {
+		k := Key{Source: "s3://b", Object: "refused-read", ETag: `"e"`, PartSize: n, Index: i}
+		want := partData(k, n)
+		mustPut(t, c, k, alignedCopy(want, false))
+		p := alignedBuf(n)
+		if !readInto(t, c, k, p, 0) || !bytes.Equal(p, want) {
+			t.Fatalf("part %d: read back other bytes than were put", i)
+		}
+	}
+	st := c.Stats()
+	if refusals != 1 || st.DirectReadBytes != 0 {
+		t.Errorf("%d refusals, DirectReadBytes %d: want 1 and 0", refusals, st.DirectReadBytes)
+	}
+	// The second part was written after the refusal: through the page cache.
+	if st.DirectBytes != n {
+		t.Errorf("DirectBytes %d, want %d (the first part only)", st.DirectBytes, n)
 	}
 }

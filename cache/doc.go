@@ -59,18 +59,21 @@
 //     short, zeroed or stale blocks) fails its length or checksum checks
 //     (up to CRC32C's 2^-32 chance per block) and is refetched, so fsync
 //     would buy little but latency and threads blocked in the disk.
-//   - Direct writes (Config.Writes, default WritesDirect): the header is
-//     written through the page cache (it is read on every read of the
-//     part), the data's whole 4096-byte blocks with O_DIRECT from the
-//     caller's buffer when it is 4096-aligned (Go's large allocations
-//     are), and a short tail through the page cache. The bytes reach the
-//     disk without being copied into new page-cache pages: the mounted
-//     file's own page cache holds the ones a reader read, and filling a
-//     second copy cost more CPU than the rest of a cold read on the
-//     benchmark machine. If the file system refuses O_DIRECT (EINVAL),
-//     the Cache logs it once and writes through the page cache from then
-//     on. Whole-object files (Promote) are written the same way, from
-//     an aligned buffer. Stats.DirectBytes counts the bytes written
+//   - Direct I/O (Config.IO, default IODirect): the header is written
+//     through the page cache (it is read on every read of the part), the
+//     data's whole 4096-byte blocks with O_DIRECT from the caller's
+//     buffer when it is 4096-aligned (Go's large allocations are), and a
+//     short tail through the page cache. Whole-object files (Promote) are
+//     written the same way, from an aligned buffer. Reads of at least
+//     128 KiB of whole blocks into an aligned buffer (a sequential
+//     reader's) use O_DIRECT too, and are checked block by block like any
+//     other; smaller reads, and WillNeed, use the page cache. The bytes
+//     move without copies in new page-cache pages: the mounted file's own
+//     page cache holds the ones a reader read, and filling a second copy
+//     cost about half of segfs's CPU on a cold read on the benchmark
+//     machine. If the file system refuses O_DIRECT (EINVAL), the Cache
+//     logs it once and uses the page cache from then on.
+//     Stats.DirectBytes and DirectReadBytes count the bytes moved
 //     directly.
 //   - Index: an in-memory map of part id to file size and recency (an LRU
 //     list), with the sum of sizes. Open starts loading it in a background

@@ -140,6 +140,9 @@ func (c *Cache) readVerified(fd int, k Key, st *syscall.Stat_t, p []byte, off in
 // checksum table moves its data a little (4 bytes a block) closer, so the
 // hint still covers nearly the same pages.
 func (c *Cache) prefetchBlocks(fd int, k Key, off, n int64) {
+	if c.direct.Load() && n >= directReadMin {
+		return // read with O_DIRECT, past the page cache
+	}
 	bs := c.cfg.blockSize
 	lo, hi := off/bs*bs, roundUp(off+n, bs)
 	_ = unix.Fadvise(fd, headerLen(k, k.PartSize, bs)+lo, hi-lo, unix.FADV_WILLNEED)
@@ -160,7 +163,7 @@ func (c *Cache) readBlocks(fd int, h *header, p []byte, off int64) error {
 			}
 			hi = min(e*bs, h.length)
 			dst := p[lo-off : hi-off]
-			if err := preadFull(fd, dst, h.hdrLen+lo); err != nil {
+			if err := c.preadData(fd, dst, h.hdrLen+lo); err != nil {
 				return err
 			}
 			for i := b; i < e; i++ {
@@ -337,6 +340,8 @@ func preadFull(fd int, p []byte, off int64) error {
 // cache, if the part is cached, and returns without waiting. A reader that
 // will soon read the part sequentially calls it: each ReadAt opens the
 // file afresh, so the kernel's own readahead never builds up across them.
+// With direct I/O on it does nothing for part files: a sequential reader's
+// large reads go past the page cache (see preadData).
 func (c *Cache) WillNeed(k Key) {
 	if k.validate() != nil || !c.begin() {
 		return
@@ -348,6 +353,9 @@ func (c *Cache) WillNeed(k Key) {
 			syscall.Close(fd)
 		}
 		return
+	}
+	if c.direct.Load() {
+		return // large reads of part files go past the page cache
 	}
 	fd, err := openRead(k.id().path(c.dir))
 	if err != nil {

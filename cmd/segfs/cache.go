@@ -39,7 +39,7 @@ func openCache(c *mountCmd, source string, log *slog.Logger) (*cache.Cache, erro
 		MaxBytes:        int64(c.CacheSize),
 		MinFree:         minFree,
 		MinFreeFraction: fraction,
-		Writes:          c.CacheWrites,
+		IO:              c.CacheIO,
 		Logger:          log,
 	})
 	if errors.Is(err, cache.ErrInUse) {

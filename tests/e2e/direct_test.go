@@ -13,12 +13,13 @@ import (
 	"github.com/segfs/segfs/tests/harness"
 )
 
-// TestCacheDirectWrites fills a cache with --prefetch all and no reads, so
+// TestCacheDirectIO fills a cache with --prefetch all and no reads, so
 // that nothing but the writes touches the part files: with the default
-// --cache-writes direct, their data went to the disk with O_DIRECT and no
+// --cache-io direct, their data went to the disk with O_DIRECT and no
 // data page of theirs is in the page cache; with buffered, none went
-// direct. Both caches then serve a remount byte-exact with no GET.
-func TestCacheDirectWrites(t *testing.T) {
+// direct. Both caches then serve a remount byte-exact with no GET, the
+// direct one with its large reads made with O_DIRECT.
+func TestCacheDirectIO(t *testing.T) {
 	srv := needServer(t)
 	bucket := newBucket(t, srv)
 	objs := cacheObjects()
@@ -29,7 +30,7 @@ func TestCacheDirectWrites(t *testing.T) {
 	for _, mode := range []string{"direct", "buffered"} {
 		t.Run(mode, func(t *testing.T) {
 			cacheDir := filepath.Join(t.TempDir(), "cache")
-			m := mountCached(t, srv, bucket, cacheDir, "--part-size", ps, "--prefetch", "all", "--cache-writes", mode)
+			m := mountCached(t, srv, bucket, cacheDir, "--part-size", ps, "--prefetch", "all", "--cache-io", mode)
 			s := waitCached(t, m, parts)
 			if err := m.Unmount(); err != nil {
 				t.Fatal(err)
@@ -67,12 +68,12 @@ func TestCacheDirectWrites(t *testing.T) {
 				}
 			case "buffered":
 				if got != 0 {
-					t.Errorf("cache_direct_bytes %d with --cache-writes buffered, want 0", got)
+					t.Errorf("cache_direct_bytes %d with --cache-io buffered, want 0", got)
 				}
 			}
 
 			harness.DropPageCache(t)
-			m = mountCached(t, srv, bucket, cacheDir, "--part-size", ps, "--prefetch", "none")
+			m = mountCached(t, srv, bucket, cacheDir, "--part-size", ps, "--prefetch", "none", "--cache-io", mode)
 			before := harness.MustStats(t, m)
 			checkObjects(t, m.Dir, objs)
 			after := harness.WaitIdle(t, m)
@@ -81,6 +82,14 @@ func TestCacheDirectWrites(t *testing.T) {
 			}
 			if n := after["cache_corrupt_removed"]; n != 0 {
 				t.Errorf("remount removed %d parts as corrupt", n)
+			}
+			read := delta(before, after, "cache_direct_read_bytes")
+			t.Logf("%s: remount read %d bytes of part data with O_DIRECT", mode, read)
+			if mode == "direct" && read == 0 {
+				t.Error("the remount's reads went through the page cache; the large ones should go with O_DIRECT")
+			}
+			if mode == "buffered" && read != 0 {
+				t.Errorf("cache_direct_read_bytes %d with --cache-io buffered, want 0", read)
 			}
 		})
 	}
