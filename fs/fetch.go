@@ -56,7 +56,7 @@ func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority
 	r.mu.Unlock()
 	if ck := r.cacheKey(k); r.cache.Contains(ck) {
 		if prio == prefetch.Readahead {
-			r.cache.WillNeed(ck) // warm the page cache ahead of the reader
+			r.cache.WillNeed(ck) // a hint; direct cache I/O reads part files past the page cache
 		}
 		return
 	}
