@@ -120,7 +120,7 @@ func encodeHeader(k Key, data []byte, blockSize int64) []byte {
 	for off := int64(0); off < length; off += blockSize {
 		b = le.AppendUint32(b, crc32.Checksum(data[off:min(off+blockSize, length)], castagnoli))
 	}
-	b = b[:hl-4] // the padding: make zeroed it
+	b = b[:hl-4] // the padding: zeros from make
 	return le.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
