@@ -136,9 +136,10 @@ func (c *Cache) readVerified(fd int, k Key, st *syscall.Stat_t, p []byte, off in
 // neither is in the page cache (after a restart, say) the two disk reads
 // then overlap instead of following each other. Where the data starts is
 // known only from the header, so it is guessed as the header length of a
-// whole part: right for every part of format version 2, whose header is
-// padded to 4096 bytes (an object's last part has a shorter checksum
-// table, which the padding takes up), and a few bytes off for version 1.
+// whole part: right for nearly every part of format version 2, whose
+// header is padded to 4096 bytes (an object's last part has a shorter
+// checksum table, which the padding takes up unless a long key puts the
+// two sides of a 4096 boundary), and a few bytes off for version 1.
 // Reads that go with O_DIRECT (see preadData) need no hint.
 func (c *Cache) prefetchBlocks(fd int, k Key, off, n int64) {
 	if c.direct.Load() && n >= directReadMin {
