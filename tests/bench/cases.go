@@ -171,7 +171,7 @@ func (b *bench) mounted(ctx context.Context, mo mountOpts, f func(ctx context.Co
 		wg.Wait()
 	}()
 
-	s, err := startSampler(ctx, m.Pid(), m.Stats, sampleEvery)
+	s, err := startSampler(ctx, m.Pid(), b.srv.Pid(), m.Stats, sampleEvery)
 	if err != nil {
 		return res, err
 	}
@@ -594,6 +594,11 @@ func (b *bench) print(recs []Record) {
 	fmt.Println("segfs resources per case (case 6 = the row of case 2)")
 	fmt.Println()
 	WriteResources(os.Stdout, recs)
+	fmt.Println()
+	fmt.Println("CPU during each segfs case: the machine's busy share (all CPUs; steal counts as busy, iowait as idle) and CPU")
+	fmt.Println("seconds of segfs, the S3 server, the bench process (the shaping proxy, the timed reads) and the rest (cp, kernel)")
+	fmt.Println()
+	WriteCPU(os.Stdout, recs)
 	if slices.ContainsFunc(recs, func(r Record) bool { return r.System == sysRaw || r.System == sysHybrid }) {
 		fmt.Println()
 		fmt.Println("hybrid compression (case 7): the same JSON shard pushed raw and hybrid, its largest .fdt read cold;")

@@ -32,6 +32,16 @@ type Resources struct {
 	// Counters holds the delta of every counter in /stats over the case
 	// (the gauges among them are differences of two readings).
 	Counters map[string]int64 `json:"counter_deltas,omitempty"`
+	// The machine over the case, from /proc/stat: CPU seconds busy (user,
+	// nice, system, irq, softirq, and steal: time the hypervisor gave to
+	// others, which a process's own CPU time may include) summed over its
+	// CPUs, and the seconds it had (wall time times CPUs).
+	MachineCPUSeconds float64 `json:"machine_cpu_seconds,omitempty"`
+	MachineSeconds    float64 `json:"machine_seconds,omitempty"`
+	// CPU seconds of the S3 server and of the bench process itself (the
+	// shaping proxy and the reads the bench times run in it) over the case.
+	ServerCPUSeconds float64 `json:"server_cpu_seconds,omitempty"`
+	BenchCPUSeconds  float64 `json:"bench_cpu_seconds,omitempty"`
 }
 
 // statsFunc fetches the mount's counters (harness.Mount.Stats).
@@ -47,6 +57,8 @@ type sampler struct {
 	done   chan struct{}
 	before map[string]int64
 	cpu0   time.Duration // -1 if it could not be read
+	others procCPUs      // the server and the bench at the start
+	mach0  machineCPU    // zero if /proc/stat could not be read
 
 	mu      sync.Mutex
 	res     Resources // guarded by mu
@@ -55,7 +67,7 @@ type sampler struct {
 
 // startSampler takes a first reading of the counters and starts polling
 // every interval. Stop must be called.
-func startSampler(ctx context.Context, pid int, stats statsFunc, interval time.Duration) (*sampler, error) {
+func startSampler(ctx context.Context, pid, serverPid int, stats statsFunc, interval time.Duration) (*sampler, error) {
 	before, err := stats(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sampler: %w", err)
@@ -65,7 +77,9 @@ func startSampler(ctx context.Context, pid int, stats statsFunc, interval time.D
 		cpu0 = -1
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &sampler{pid: pid, stats: stats, cancel: cancel, done: make(chan struct{}), before: before, cpu0: cpu0}
+	s := &sampler{pid: pid, stats: stats, cancel: cancel, done: make(chan struct{}), before: before, cpu0: cpu0,
+		others: readProcCPUs(serverPid, os.Getpid())}
+	s.mach0, _ = readMachineCPU()
 	s.sample(ctx)
 	go s.loop(ctx, interval)
 	return s, nil
@@ -124,6 +138,13 @@ func (s *sampler) Stop(ctx context.Context) (Resources, error) {
 	if cerr == nil && s.cpu0 >= 0 {
 		res.CPUSeconds = (cpu1 - s.cpu0).Seconds()
 	}
+	if m1, err := readMachineCPU(); err == nil && s.mach0.total > 0 {
+		res.MachineCPUSeconds = float64(m1.busy-s.mach0.busy) / clockTicks
+		res.MachineSeconds = float64(m1.total-s.mach0.total) / clockTicks
+	}
+	others := readProcCPUs(s.others.pids[0], s.others.pids[1])
+	res.ServerCPUSeconds = others.delta(s.others, 0)
+	res.BenchCPUSeconds = others.delta(s.others, 1)
 	if err != nil {
 		return res, fmt.Errorf("sampler: %w", err)
 	}
@@ -166,6 +187,68 @@ func parseProcCPU(stat string) (time.Duration, error) {
 		ticks += n
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// procCPUs holds the CPU time of two processes, -1 where unread.
+type procCPUs struct {
+	pids [2]int
+	cpu  [2]time.Duration
+}
+
+func readProcCPUs(a, b int) procCPUs {
+	p := procCPUs{pids: [2]int{a, b}}
+	for i, pid := range p.pids {
+		d, err := procCPU(pid)
+		if err != nil || pid <= 0 {
+			d = -1
+		}
+		p.cpu[i] = d
+	}
+	return p
+}
+
+// delta returns process i's CPU seconds since before, 0 if unread.
+func (p procCPUs) delta(before procCPUs, i int) float64 {
+	if p.cpu[i] < 0 || before.cpu[i] < 0 {
+		return 0
+	}
+	return (p.cpu[i] - before.cpu[i]).Seconds()
+}
+
+// machineCPU is the first line of /proc/stat in clock ticks: the time
+// every CPU spent busy (user, nice, system, irq, softirq, steal) and in
+// all.
+type machineCPU struct{ busy, total int64 }
+
+func readMachineCPU() (machineCPU, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineCPU{}, err
+	}
+	return parseMachineCPU(string(b))
+}
+
+// parseMachineCPU reads the "cpu" line of /proc/stat (proc(5)): user nice
+// system idle iowait irq softirq steal ...; guest time is in user already.
+func parseMachineCPU(stat string) (machineCPU, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return machineCPU{}, fmt.Errorf("proc stat: no cpu line in %q", line)
+	}
+	var v [8]int64
+	for i := range v {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil {
+			return machineCPU{}, fmt.Errorf("proc stat: %w", err)
+		}
+		v[i] = n
+	}
+	m := machineCPU{busy: v[0] + v[1] + v[2] + v[5] + v[6] + v[7]}
+	for _, n := range v {
+		m.total += n
+	}
+	return m, nil
 }
 
 // procCPU returns the CPU time (user and system) process pid has used.

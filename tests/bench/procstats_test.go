@@ -37,10 +37,11 @@ func (f *fakeStats) set(k string, v int64) {
 
 func TestSamplerPeaksAndDeltas(t *testing.T) {
 	f := &fakeStats{stats: map[string]int64{"gets": 5, "get_bytes": 100, "read_bytes": 40, "goroutines": 10, "heap_bytes": 1}}
-	s, err := startSampler(context.Background(), os.Getpid(), f.get, time.Millisecond)
+	s, err := startSampler(context.Background(), os.Getpid(), os.Getpid(), f.get, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
+	burnCPU(300 * time.Millisecond) // shows in the machine's and this process's CPU
 	// Stop takes a last sample, so these count even if no tick came.
 	f.set("gets", 7)
 	f.set("get_bytes", 1100)
@@ -56,11 +57,46 @@ func TestSamplerPeaksAndDeltas(t *testing.T) {
 	if res.PeakThreads < 1 || res.PeakRSSBytes <= 0 || res.Samples < 2 {
 		t.Errorf("no process figures: %+v", res)
 	}
+	if res.MachineSeconds <= 0 || res.MachineCPUSeconds <= 0 || res.BenchCPUSeconds <= 0 || res.ServerCPUSeconds != res.BenchCPUSeconds {
+		t.Errorf("CPU figures: machine %.2f of %.2f s, bench %.2f s, server (this process too) %.2f s",
+			res.MachineCPUSeconds, res.MachineSeconds, res.BenchCPUSeconds, res.ServerCPUSeconds)
+	}
+}
+
+// burnCPU keeps one CPU busy for about d of its own time.
+func burnCPU(d time.Duration) {
+	start, _ := procCPU(os.Getpid())
+	x := 0
+	for {
+		for i := range 1 << 20 {
+			x += i
+		}
+		if now, err := procCPU(os.Getpid()); err != nil || now-start >= d || x == 0 {
+			return
+		}
+	}
+}
+
+func TestParseMachineCPU(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	stat := "cpu  100 2 30 400 50 6 7 80 0 0\ncpu0 50 1 15 200 25 3 3 40 0 0\nintr 1\n"
+	got, err := parseMachineCPU(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (machineCPU{busy: 100 + 2 + 30 + 6 + 7 + 80, total: 100 + 2 + 30 + 400 + 50 + 6 + 7 + 80}); got != want {
+		t.Errorf("parseMachineCPU = %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu 1 2 x 4 5 6 7 8\n", "cpu 1 2 3\n"} {
+		if _, err := parseMachineCPU(bad); err == nil {
+			t.Errorf("parseMachineCPU(%q) succeeded", bad)
+		}
+	}
 }
 
 func TestSamplerFailsWithoutStats(t *testing.T) {
 	f := &fakeStats{err: errors.New("connection refused")}
-	if _, err := startSampler(context.Background(), os.Getpid(), f.get, time.Millisecond); err == nil {
+	if _, err := startSampler(context.Background(), os.Getpid(), os.Getpid(), f.get, time.Millisecond); err == nil {
 		t.Fatal("startSampler with failing stats succeeded")
 	}
 }

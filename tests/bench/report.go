@@ -257,6 +257,25 @@ func WriteResources(w io.Writer, recs []Record) error {
 	return tw.Flush()
 }
 
+// WriteCPU writes where the machine's CPU went during each segfs case:
+// how busy it was, and the CPU seconds of segfs, the S3 server, the bench
+// process (the shaping proxy and the timed reads) and everything else
+// (cp, other processes, kernel threads).
+func WriteCPU(w io.Writer, recs []Record) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tsystem\tmachine busy\tsegfs CPU s\tserver CPU s\tbench CPU s\tother CPU s\t")
+	for _, r := range recs {
+		res := r.Resources
+		if res == nil || r.Case == caseResources || res.MachineSeconds <= 0 {
+			continue
+		}
+		other := res.MachineCPUSeconds - res.CPUSeconds - res.ServerCPUSeconds - res.BenchCPUSeconds
+		fmt.Fprintf(tw, "%s\t%s\t%.0f%%\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.Case, r.System,
+			100*res.MachineCPUSeconds/res.MachineSeconds, res.CPUSeconds, res.ServerCPUSeconds, res.BenchCPUSeconds, max(other, 0))
+	}
+	return tw.Flush()
+}
+
 // WriteNotes writes each record's note and error, numbered by case.
 func WriteNotes(w io.Writer, recs []Record) {
 	for _, r := range recs {

@@ -51,6 +51,9 @@ type Server struct {
 	stopErr  error // set inside stopOnce
 }
 
+// Pid returns the server process's id.
+func (s *Server) Pid() int { return s.proc.cmd.Process.Pid }
+
 // errExitedEarly marks a server that exited before it answered, which a
 // port race can cause; StartServer then tries again on another port.
 var errExitedEarly = errors.New("versitygw exited before it answered")
