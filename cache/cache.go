@@ -56,9 +56,7 @@ type Config struct {
 
 	blockSize int64                           // test hook; default DefaultBlockSize
 	statfs    func(dir string) (space, error) // test hook; default statfs
-	// Test hooks of direct I/O; default setDirect, setDirectFd and
-	// (*os.File).Write.
-	setDirect   func(f *os.File, on bool) error
+	// Test hooks of direct I/O; default setDirectFd and (*os.File).Write.
 	setDirectFd func(fd int, on bool) error
 	writeDirect func(f *os.File, b []byte) (int, error)
 }
@@ -87,9 +85,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.statfs == nil {
 		c.statfs = statfs
-	}
-	if c.setDirect == nil {
-		c.setDirect = setDirect
 	}
 	if c.setDirectFd == nil {
 		c.setDirectFd = setDirectFd

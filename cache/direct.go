@@ -34,7 +34,7 @@ func (c *Cache) writeData(f *os.File, off int64, data []byte) error {
 	if !c.direct.Load() || n == 0 || off%headerAlign != 0 || uintptr(unsafe.Pointer(&data[0]))%headerAlign != 0 {
 		return writeAll(f, data)
 	}
-	if err := c.cfg.setDirect(f, true); err != nil {
+	if err := setDirect(f, true, c.cfg.setDirectFd); err != nil {
 		c.noDirect(err)
 		return writeAll(f, data)
 	}
@@ -51,7 +51,7 @@ func (c *Cache) writeData(f *os.File, off int64, data []byte) error {
 		return err
 	}
 	c.stats.directBytes.Add(int64(w))
-	if err := c.cfg.setDirect(f, false); err != nil {
+	if err := setDirect(f, false, c.cfg.setDirectFd); err != nil {
 		return fmt.Errorf("clear O_DIRECT: %w", err)
 	}
 	return writeAll(f, data[w:])
@@ -116,14 +116,15 @@ func writeAll(f *os.File, b []byte) error {
 	return err
 }
 
-// setDirect sets or clears O_DIRECT on f.
-func setDirect(f *os.File, on bool) error {
+// setDirect sets or clears O_DIRECT on f's descriptor with set
+// (setDirectFd, or a test's hook).
+func setDirect(f *os.File, on bool, set func(fd int, on bool) error) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
 	var serr error
-	err = rc.Control(func(fd uintptr) { serr = setDirectFd(int(fd), on) })
+	err = rc.Control(func(fd uintptr) { serr = set(int(fd), on) })
 	if err != nil {
 		return err
 	}

@@ -80,7 +80,7 @@ func skipWithoutDirect(t *testing.T, dir string) {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	if err := setDirect(f, true); err != nil {
+	if err := setDirect(f, true, setDirectFd); err != nil {
 		t.Skipf("the file system of %s refuses O_DIRECT: %v", dir, err)
 	}
 }
@@ -93,7 +93,7 @@ func TestDirectRefused(t *testing.T) {
 		t.Run(where, func(t *testing.T) {
 			cfg := testConfig(t)
 			calls := 0
-			cfg.setDirect = func(f *os.File, on bool) error {
+			cfg.setDirectFd = func(fd int, on bool) error {
 				calls++
 				if where == "flag" {
 					return syscall.EINVAL
@@ -269,13 +269,18 @@ func TestDirectReadFindsCorruption(t *testing.T) {
 // cache, writes included.
 func TestDirectReadRefused(t *testing.T) {
 	cfg := testConfig(t)
-	refusals := 0
+	sets, refusals := 0, 0
 	cfg.setDirectFd = func(fd int, on bool) error {
-		if on {
+		if !on {
+			return setDirectFd(fd, on)
+		}
+		// The first is the write of part 0, which goes direct; the second
+		// is the read of it, which the file system refuses.
+		if sets++; sets == 2 {
 			refusals++
 			return syscall.EINVAL
 		}
-		return nil
+		return setDirectFd(fd, on)
 	}
 	c := openTest(t, cfg)
 	skipWithoutDirect(t, c.tmpDir)
