@@ -58,6 +58,25 @@ type bench struct {
 	sanity    []SanityResult
 	recs      []Record
 	errs      []error // failed cases, with --keep-going
+
+	sums map[string]*chunkSums // by local path, see sumsOf
+}
+
+// sumsOf returns the chunk sums of o's generated file, reading it the
+// first time. Call it before a case's cache drop, not inside its timing.
+func (b *bench) sumsOf(o object) (*chunkSums, error) {
+	if s, ok := b.sums[o.Local]; ok {
+		return s, nil
+	}
+	s, err := sumFile(o.Local, o.Size, o.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	if b.sums == nil {
+		b.sums = make(map[string]*chunkSums)
+	}
+	b.sums[o.Local] = s
+	return s, nil
 }
 
 func (b *bench) run(ctx context.Context) error {

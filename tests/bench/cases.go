@@ -222,11 +222,15 @@ func (b *bench) seqRead(ctx context.Context) ([]Record, error) {
 }
 
 func (b *bench) seqReadWith(ctx context.Context, rec Record, cacheDir string) ([]Record, error) {
+	want, err := b.sumsOf(b.big)
+	if err != nil {
+		return failed(rec, err)
+	}
 	var n int64
 	var d time.Duration
 	res, err := b.mounted(ctx, mountOpts{cacheDir: cacheDir, prep: []object{b.big}}, func(ctx context.Context, m *harness.Mount, mnt string) error {
 		var err error
-		n, d, err = seqRead(ctx, filepath.Join(mnt, filepath.FromSlash(b.big.Key)), b.big.Size, b.big.SHA256)
+		n, d, err = seqRead(ctx, filepath.Join(mnt, filepath.FromSlash(b.big.Key)), want)
 		return err
 	})
 	rec.Resources = &res
@@ -273,10 +277,14 @@ func (b *bench) randomReadsWith(ctx context.Context, rec Record, cacheDir string
 // a local read beside it fell to 280-325 MB/s from 1125-1233 alone), so
 // the default row is read alone.
 func (b *bench) warmSeqRead(ctx context.Context, rec Record, extra ...string) ([]Record, error) {
+	want, err := b.sumsOf(b.big)
+	if err != nil {
+		return failed(rec, err)
+	}
 	var d, local time.Duration
 	res, err := b.mounted(ctx, mountOpts{cacheDir: b.warmDir, prep: []object{b.big}, extra: extra}, func(ctx context.Context, m *harness.Mount, mnt string) error {
 		var err error
-		d, local, err = pairedSeqRead(ctx, filepath.Join(mnt, filepath.FromSlash(b.big.Key)), b.big.Local, b.big.Size, b.big.SHA256)
+		d, local, err = pairedSeqRead(ctx, filepath.Join(mnt, filepath.FromSlash(b.big.Key)), b.big.Local, want)
 		return err
 	})
 	rec.Resources = &res
@@ -542,10 +550,14 @@ func (b *bench) warmPassthrough(ctx context.Context) ([]Record, error) {
 // the local copies of the files, page cache dropped first, no FUSE.
 func (b *bench) localReads(ctx context.Context) ([]Record, error) {
 	seq := Record{System: sysLocal, Case: caseWarmSeq, What: "sequential read of the local copy of " + b.big.Key + ", page cache dropped"}
+	want, err := b.sumsOf(b.big)
+	if err != nil {
+		return failed(seq, err)
+	}
 	if err := b.dropLocal(); err != nil {
 		return failed(seq, err)
 	}
-	n, d, err := seqRead(ctx, b.big.Local, b.big.Size, b.big.SHA256)
+	n, d, err := seqRead(ctx, b.big.Local, want)
 	if err != nil {
 		return failed(seq, err)
 	}

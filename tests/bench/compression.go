@@ -283,12 +283,16 @@ func (b *bench) cmpRead(ctx context.Context, rec Record, d cmpData, prefix strin
 	defer os.RemoveAll(cacheDir)
 	var offsets []int64
 	var want [][]byte
+	var sums *chunkSums
 	if random {
 		offsets = randomOffsets(b.cfg.seed, b.cfg.reads, d.fdt.Size, b.cfg.readSize)
-		if want, err = expectedAt(d.local, offsets, b.cfg.readSize); err != nil {
-			r, err := failed(rec, err)
-			return r[0], err
-		}
+		want, err = expectedAt(d.local, offsets, b.cfg.readSize)
+	} else {
+		sums, err = b.sumsOf(object{Local: d.local, Size: d.fdt.Size, SHA256: d.fdt.SHA256})
+	}
+	if err != nil {
+		r, err := failed(rec, err)
+		return r[0], err
 	}
 	var c Compression
 	var lat []time.Duration
@@ -309,7 +313,7 @@ func (b *bench) cmpRead(ctx context.Context, rec Record, d cmpData, prefix strin
 			lat, _, err = randomReads(ctx, path, offsets, b.cfg.readSize, want, nil)
 			n = int64(len(lat) * b.cfg.readSize)
 		} else {
-			n, _, err = seqRead(ctx, path, d.fdt.Size, d.fdt.SHA256)
+			n, _, err = seqRead(ctx, path, sums)
 		}
 		took = time.Since(start)
 		if err != nil {

@@ -42,12 +42,18 @@ func TestLocalReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	n, _, err := seqRead(context.Background(), path, int64(len(data)), hex.EncodeToString(sum[:]))
+	sums, err := sumFile(path, int64(len(data)), hex.EncodeToString(sum[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _, err := seqRead(context.Background(), path, sums)
 	if err != nil || n != int64(len(data)) {
 		t.Fatalf("seqRead = %d, %v", n, err)
 	}
-	if _, _, err := seqRead(context.Background(), path, int64(len(data)), "00"); err == nil {
-		t.Error("seqRead with a wrong hash succeeded")
+	wrong := &chunkSums{size: sums.size, crcs: slices.Clone(sums.crcs)}
+	wrong.crcs[3]++
+	if _, _, err := seqRead(context.Background(), path, wrong); err == nil {
+		t.Error("seqRead with a wrong checksum succeeded")
 	}
 
 	offs := randomOffsets(3, 50, int64(len(data)), 4096)
@@ -68,11 +74,11 @@ func TestLocalReads(t *testing.T) {
 	if err := os.WriteFile(other, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if d, ld, err := pairedSeqRead(context.Background(), path, other, int64(len(data)), hex.EncodeToString(sum[:])); err != nil || d <= 0 || ld <= 0 {
+	if d, ld, err := pairedSeqRead(context.Background(), path, other, sums); err != nil || d <= 0 || ld <= 0 {
 		t.Fatalf("pairedSeqRead = %v, %v, %v", d, ld, err)
 	}
-	if _, _, err := pairedSeqRead(context.Background(), path, other, int64(len(data)), "00"); err == nil {
-		t.Error("pairedSeqRead with a wrong hash succeeded")
+	if _, _, err := pairedSeqRead(context.Background(), path, other, wrong); err == nil {
+		t.Error("pairedSeqRead with a wrong checksum succeeded")
 	}
 	a, b, err := pairedReads(context.Background(), path, other, offs, 4096, want)
 	if err != nil || len(a) != 50 || len(b) != 50 {
