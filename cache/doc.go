@@ -75,6 +75,12 @@
 //     logs it once and uses the page cache from then on.
 //     Stats.DirectBytes and DirectReadBytes count the bytes moved
 //     directly.
+//   - Checksums as bytes arrive: PutSummed takes the blocks' CRC32C
+//     from a Sums that the fetch filled block by block while the network
+//     copied the bytes in (fetcher.ReadRangeProgress), so the part is
+//     not read again, out of the CPU's cache, to sum it. Sums that do
+//     not cover the whole buffer are ignored and Put's own pass runs; a
+//     byte changed after it was summed makes its block fail on read.
 //   - Index: an in-memory map of part id to file size and recency (an LRU
 //     list), with the sum of sizes. Open starts loading it in a background
 //     goroutine that stats the part files (fstatat only; headers are checked

@@ -97,7 +97,22 @@ func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 // encodeHeader returns the header of the part holding data. k must be
 // valid and 0 < len(data) <= k.PartSize.
 func encodeHeader(k Key, data []byte, blockSize int64) []byte {
+	return encodeHeaderSums(k, int64(len(data)), blockSize, appendBlockCRCs(nil, data, blockSize))
+}
+
+// appendBlockCRCs appends the CRC32C of each blockSize bytes of data (the
+// last block may be shorter), little-endian, to b.
+func appendBlockCRCs(b, data []byte, blockSize int64) []byte {
 	length := int64(len(data))
+	for off := int64(0); off < length; off += blockSize {
+		b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(data[off:min(off+blockSize, length)], castagnoli))
+	}
+	return b
+}
+
+// encodeHeaderSums returns the header of a part of length bytes whose
+// blocks have the checksums crcs (appendBlockCRCs's encoding).
+func encodeHeaderSums(k Key, length, blockSize int64, crcs []byte) []byte {
 	n := blockCount(length, blockSize)
 	hl := headerLen(k, length, blockSize)
 	b := make([]byte, fixedHeaderLen, hl)
@@ -117,9 +132,7 @@ func encodeHeader(k Key, data []byte, blockSize int64) []byte {
 	b = append(b, k.Source...)
 	b = append(b, k.Object...)
 	b = append(b, k.ETag...)
-	for off := int64(0); off < length; off += blockSize {
-		b = le.AppendUint32(b, crc32.Checksum(data[off:min(off+blockSize, length)], castagnoli))
-	}
+	b = append(b, crcs...)
 	b = b[:hl-4] // the padding: zeros from make
 	return le.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }

@@ -26,6 +26,11 @@ import (
 // now, returns nil at once. Put blocks while MaxWriters Puts are writing;
 // ctx bounds only that wait. After Close it returns ErrClosed.
 func (c *Cache) Put(ctx context.Context, k Key, data []byte) error {
+	return c.put(ctx, k, data, nil)
+}
+
+// put is Put, with the blocks' checksums from sums unless it is nil.
+func (c *Cache) put(ctx context.Context, k Key, data []byte, sums *Sums) error {
 	if err := k.validate(); err != nil {
 		return fmt.Errorf("cache put: %w", err)
 	}
@@ -49,7 +54,12 @@ func (c *Cache) Put(ctx context.Context, k Key, data []byte) error {
 	if !loaded && c.adopt(id, k) {
 		return nil
 	}
-	hdr := encodeHeader(k, data, c.cfg.blockSize) // checksums: CPU work, outside the slot
+	var hdr []byte // checksums: CPU work, outside the slot
+	if sums != nil {
+		hdr = encodeHeaderSums(k, int64(len(data)), c.cfg.blockSize, sums.crcs)
+	} else {
+		hdr = encodeHeader(k, data, c.cfg.blockSize)
+	}
 	select {
 	case c.sem <- struct{}{}:
 		defer func() { <-c.sem }()

@@ -161,7 +161,21 @@ func TestS3ReadRangeFaults(t *testing.T) {
 
 			p := make([]byte, end-off)
 			obj := Object{Key: "seg.dat", Size: size, ETag: etag}
-			err := s.ReadRange(t.Context(), obj, off, p)
+			// Every byte reported final must be the object's, whatever
+			// the faults did to the buffer.
+			reported := 0
+			err := ReadRangeProgress(t.Context(), s, obj, off, p, func(n int) {
+				if n < reported || n > len(p) {
+					t.Errorf("progress %d after %d, buffer of %d", n, reported, len(p))
+				}
+				if !bytes.Equal(p[:n], data[off:off+n]) {
+					t.Errorf("progress %d: bytes reported final differ from the object's", n)
+				}
+				reported = n
+			})
+			if !tt.wantErr && reported != len(p) {
+				t.Errorf("progress reached %d of %d", reported, len(p))
+			}
 			if tt.wantErr {
 				if err == nil {
 					t.Fatal("ReadRange succeeded, want an error")

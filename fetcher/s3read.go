@@ -45,7 +45,14 @@ func (e *bodyError) Unwrap() error { return e.err }
 // the rest re-requested. The returned error names the key and range and
 // wraps the last cause. p is not retained.
 func (s *S3Store) ReadRange(ctx context.Context, obj Object, off int64, p []byte) error {
-	err := s.readRange(ctx, obj, off, p)
+	return s.ReadRangeProgress(ctx, obj, off, p, nil)
+}
+
+// ReadRangeProgress implements ProgressReader: ReadRange, calling
+// progress (unless nil) as each read of a body extends the bytes of p
+// that are final.
+func (s *S3Store) ReadRangeProgress(ctx context.Context, obj Object, off int64, p []byte, progress func(filled int)) error {
+	err := s.readRange(ctx, obj, off, p, progress)
 	if err == nil {
 		return nil
 	}
@@ -56,7 +63,7 @@ func (s *S3Store) ReadRange(ctx context.Context, obj Object, off int64, p []byte
 	return fmt.Errorf("s3 get %s [%d,%d): %w", obj.Key, off, off+int64(len(p)), err)
 }
 
-func (s *S3Store) readRange(ctx context.Context, obj Object, off int64, p []byte) error {
+func (s *S3Store) readRange(ctx context.Context, obj Object, off int64, p []byte, progress func(int)) error {
 	if off < 0 || off+int64(len(p)) > obj.Size {
 		return fmt.Errorf("range outside object of size %d", obj.Size)
 	}
@@ -67,9 +74,16 @@ func (s *S3Store) readRange(ctx context.Context, obj Object, off int64, p []byte
 		return nil
 	}
 	got := 0
+	var report func(int) // of the bytes of p[got:] this attempt filled
+	if progress != nil {
+		report = func(n int) { progress(got + n) }
+	}
 	for attempt := 1; ; attempt++ {
-		n, err := s.getOnce(ctx, obj, off+int64(got), p[got:])
+		n, err := s.getOnce(ctx, obj, off+int64(got), p[got:], report)
 		got += n
+		if progress != nil && n > 0 {
+			progress(got)
+		}
 		if err == nil {
 			return nil
 		}
@@ -91,9 +105,10 @@ func (s *S3Store) readRange(ctx context.Context, obj Object, off int64, p []byte
 
 // getOnce issues one GET for bytes [off, off+len(p)) and reads its body
 // into p. It returns how many bytes of p were filled from a validated
-// response, and an error unless that is all of them. The SDK's retries of
+// response, and an error unless that is all of them; report (unless nil)
+// hears of them as they come (see readBody). The SDK's retries of
 // failures before the headers happen inside this call.
-func (s *S3Store) getOnce(ctx context.Context, obj Object, off int64, p []byte) (int, error) {
+func (s *S3Store) getOnce(ctx context.Context, obj Object, off int64, p []byte, report func(int)) (int, error) {
 	end := off + int64(len(p))
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -115,14 +130,22 @@ func (s *S3Store) getOnce(ctx context.Context, obj Object, off int64, p []byte) 
 		return 0, &bodyError{err}
 	}
 	lengthKnown := out.ContentLength != nil && *out.ContentLength >= 0
-	return s.readBody(ctx, cancel, out.Body, p, lengthKnown)
+	return s.readBody(ctx, cancel, out.Body, p, lengthKnown, report)
 }
 
 // readBody reads exactly len(p) bytes from body. A watchdog cancels the
 // attempt (through cancel) when no byte arrives for Config.IdleTimeout.
 // When the length was not announced it also checks that the body ends
 // there; a longer body fills nothing.
-func (s *S3Store) readBody(ctx context.Context, cancel context.CancelFunc, body io.Reader, p []byte, lengthKnown bool) (int, error) {
+//
+// With a known Content-Length every byte read is final, and report
+// (unless nil) is called with the bytes filled so far after each read.
+// Without one, a body longer than p voids all of p, so report is not
+// called and the caller counts the bytes when readBody returns.
+func (s *S3Store) readBody(ctx context.Context, cancel context.CancelFunc, body io.Reader, p []byte, lengthKnown bool, report func(int)) (int, error) {
+	if !lengthKnown {
+		report = nil
+	}
 	var idle atomic.Bool
 	watchdog := time.AfterFunc(s.cfg.IdleTimeout, func() { idle.Store(true); cancel() })
 	defer watchdog.Stop()
@@ -145,6 +168,9 @@ func (s *S3Store) readBody(ctx context.Context, cancel context.CancelFunc, body 
 			got += n
 			s.counters.GetBytes.Add(int64(n))
 			watchdog.Reset(s.cfg.IdleTimeout)
+			if report != nil {
+				report(got)
+			}
 		}
 		if err != nil && got < len(p) {
 			return fail(got, err)

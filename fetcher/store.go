@@ -51,6 +51,34 @@ type Store interface {
 	String() string
 }
 
+// ProgressReader is a Store that can tell, while a ReadRange runs, how
+// much of p already holds its final bytes. See ReadRangeProgress.
+type ProgressReader interface {
+	ReadRangeProgress(ctx context.Context, obj Object, off int64, p []byte, progress func(filled int)) error
+}
+
+// ReadRangeProgress is store.ReadRange that also calls progress(n)
+// (unless progress is nil) whenever the bytes of p[:n] are final: if the call succeeds they are
+// what it returns. n only grows. It lets a caller work on bytes while
+// they are still in the CPU's cache (the disk cache sums each block as
+// it arrives). A store that cannot tell calls progress(len(p)) once,
+// after a successful read. progress runs on the caller's goroutine, in
+// the middle of the read: it must be quick and must not call the store.
+// After an error p's contents are unspecified, as with ReadRange, and
+// whatever progress computed must be dropped.
+func ReadRangeProgress(ctx context.Context, store Store, obj Object, off int64, p []byte, progress func(filled int)) error {
+	if pr, ok := store.(ProgressReader); ok {
+		return pr.ReadRangeProgress(ctx, obj, off, p, progress)
+	}
+	if err := store.ReadRange(ctx, obj, off, p); err != nil {
+		return err
+	}
+	if progress != nil {
+		progress(len(p))
+	}
+	return nil
+}
+
 // Sentinel errors. Callers test with errors.Is.
 var (
 	ErrChanged      = errors.New("object changed")

@@ -24,6 +24,7 @@ type partCall struct {
 	// Guarded by Reader.mu.
 	task    *prefetch.Task // nil until submitted
 	data    []byte         // valid after done, until refs drops to 0
+	sums    *cache.Sums    // data's block checksums, if the cache takes them
 	err     error
 	refs    int  // the fetch itself until it ends, plus each reader copying
 	kept    bool // data moved to the memory tier; not returned to the pool
@@ -86,8 +87,14 @@ func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority
 func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	n := r.partLen(call.obj, call.key.idx)
 	buf := r.getBuf(n)
+	var sums *cache.Sums
+	var progress func(int)
+	if sc, ok := r.cache.(summingCache); ok {
+		sums = sc.NewSums(buf)
+		progress = sums.Filled
+	}
 	start := time.Now()
-	err := r.store.ReadRange(ctx, call.obj, call.key.idx*r.cfg.PartSize, buf)
+	err := fetcher.ReadRangeProgress(ctx, r.store, call.obj, call.key.idx*r.cfg.PartSize, buf, progress)
 	r.stats.fetchNanos.Add(int64(time.Since(start)))
 	if err != nil {
 		r.stats.fetchErrors.Add(1)
@@ -98,7 +105,7 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 
 	r.mu.Lock()
 	if err == nil {
-		call.data = buf
+		call.data, call.sums = buf, sums
 	} else {
 		call.err = err
 	}
@@ -146,7 +153,12 @@ func (r *Reader) storePart(call *partCall) {
 	start := time.Now()
 	// A write handed over is finished even while the Reader closes (Close
 	// waits for it): the bytes were fetched, and there are few writers.
-	err := r.cache.Put(context.Background(), r.cacheKey(call.key), call.data)
+	var err error
+	if sc, ok := r.cache.(summingCache); ok && call.sums != nil {
+		err = sc.PutSummed(context.Background(), r.cacheKey(call.key), call.data, call.sums)
+	} else {
+		err = r.cache.Put(context.Background(), r.cacheKey(call.key), call.data)
+	}
 	r.stats.putNanos.Add(int64(time.Since(start)))
 	if err != nil {
 		if errors.Is(err, cache.ErrNoSpace) {

@@ -33,6 +33,15 @@ type PartCache interface {
 	Unpin(object, etag string)
 }
 
+// summingCache is a PartCache that takes the checksums of a part's
+// blocks computed while its bytes arrive (cache.Cache): runFetch sums
+// each block while it is still in the CPU's cache instead of Put reading
+// the whole part again later.
+type summingCache interface {
+	NewSums(data []byte) *cache.Sums
+	PutSummed(ctx context.Context, k cache.Key, data []byte, sums *cache.Sums) error
+}
+
 // Prefetch modes.
 const (
 	PrefetchNone = "none" // fetch only what reads and readahead need
