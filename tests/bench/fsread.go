@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"syscall"
 	"time"
 )
@@ -158,6 +159,52 @@ func randomReads(ctx context.Context, path string, offsets []int64, readSize int
 		}
 	}
 	return lat, during, nil
+}
+
+// mmapReads is randomReads through a shared read-only mapping of path, as
+// a search engine that maps its files reads them: each read copies
+// readSize bytes out of the mapping. The first touch of a page that is
+// not in the page cache faults, and the kernel reads around it (the
+// mount's readahead; the mapping does not ask for MADV_RANDOM, as a
+// mapping made without madvise does not). A failed read of the file is a
+// SIGBUS in the reader, returned here as an error.
+func mmapReads(ctx context.Context, path string, offsets []int64, readSize int, want [][]byte) (lat []time.Duration, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	defer syscall.Munmap(m)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	at := int64(-1)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("read of mapped %s at %d faulted: %v", path, at, r)
+		}
+	}()
+	buf := make([]byte, readSize)
+	lat = make([]time.Duration, 0, len(offsets))
+	for i, off := range offsets {
+		if err := ctx.Err(); err != nil {
+			return lat, fmt.Errorf("mapped reads of %s: %w", path, err)
+		}
+		at = off
+		start := time.Now()
+		copy(buf, m[off:off+int64(readSize)])
+		lat = append(lat, time.Since(start))
+		if !bytes.Equal(buf, want[i]) {
+			return lat, fmt.Errorf("mapped read of %s at %d: other bytes than the generated file's", path, off)
+		}
+	}
+	return lat, nil
 }
 
 // pairedReads is randomReads of path with a pread of the same offset of

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,15 @@ import (
 	"slices"
 	"testing"
 )
+
+// TestMain lets the test binary be mmapReadsChild's child, as the bench
+// binary is.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == mmapChildArg {
+		os.Exit(mmapChild())
+	}
+	os.Exit(m.Run())
+}
 
 func TestRandomOffsets(t *testing.T) {
 	a := randomOffsets(1, 200, 10<<20, 4096)
@@ -65,6 +75,19 @@ func TestLocalReads(t *testing.T) {
 	if err != nil || len(lat) != 50 || during != 50 {
 		t.Fatalf("randomReads = %d latencies, %d during, %v", len(lat), during, err)
 	}
+	if lat, err := mmapReads(context.Background(), path, offs, 4096, want); err != nil || len(lat) != 50 {
+		t.Fatalf("mmapReads = %d latencies, %v", len(lat), err)
+	}
+	if lat, err := mmapReadsChild(context.Background(), path, path, offs, 4096); err != nil || len(lat) != 50 {
+		t.Fatalf("mmapReadsChild = %d latencies, %v", len(lat), err)
+	}
+	flipped := filepath.Join(t.TempDir(), "flipped")
+	if err := os.WriteFile(flipped, bytes.Repeat([]byte{0x5a}, len(data)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mmapReadsChild(context.Background(), path, flipped, offs, 4096); err == nil {
+		t.Error("mmapReadsChild against another file's bytes succeeded")
+	}
 	busy := make(chan struct{})
 	close(busy)
 	if _, during, _ := randomReads(context.Background(), path, offs, 4096, want, busy); during != 0 {
@@ -90,6 +113,9 @@ func TestLocalReads(t *testing.T) {
 	}
 	if _, _, err := pairedReads(context.Background(), path, other, offs, 4096, want); err == nil {
 		t.Error("pairedReads with wrong expected bytes succeeded")
+	}
+	if _, err := mmapReads(context.Background(), path, offs, 4096, want); err == nil {
+		t.Error("mmapReads with wrong expected bytes succeeded")
 	}
 }
 

@@ -61,6 +61,9 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == mmapChildArg {
+		os.Exit(mmapChild())
+	}
 	os.Exit(mainCode())
 }
 

@@ -21,10 +21,12 @@ const (
 	// sysSegfsPassthrough reads case 5 with --passthrough, from
 	// whole-object files the kernel serves.
 	sysSegfsPassthrough = "segfs-passthrough"
-	sysLocal            = "local-file"
-	sysFileBased        = "file-based"
-	sysLimit            = "limit"
-	sysSingleGet        = "single-get"
+	// sysSegfsMmap reads case 3 through a mapping of the file.
+	sysSegfsMmap = "segfs-mmap"
+	sysLocal     = "local-file"
+	sysFileBased = "file-based"
+	sysLimit     = "limit"
+	sysSingleGet = "single-get"
 	// Case 7 compares one shard stored raw with the same shard stored
 	// with the hybrid compression policy.
 	sysRaw    = "raw"
@@ -49,7 +51,7 @@ const (
 // caseOrder and systemOrder sort the records for the table and the file.
 var (
 	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources, casePush, caseCmpSeq, caseCmpRandom}
-	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsPassthrough, sysRaw, sysHybrid}
+	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsPassthrough, sysSegfsMmap, sysRaw, sysHybrid}
 )
 
 // SortRecords orders records by case, baselines before segfs within a

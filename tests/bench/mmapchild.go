@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// mmapChildArg, as the first argument, makes the bench binary the child
+// that mmapReadsChild starts.
+const mmapChildArg = "__mmap-reads"
+
+// mmapRequest is what mmapReadsChild sends its child on stdin.
+type mmapRequest struct {
+	Path     string  `json:"path"`  // the file to map
+	Local    string  `json:"local"` // the generated copy to check against
+	Offsets  []int64 `json:"offsets"`
+	ReadSize int     `json:"read_size"`
+}
+
+// mmapReadsChild runs mmapReads in a child process and returns its
+// latencies. It must not run in this process: the bench process also
+// runs the shaping proxy that the mount's fetches go through, and a
+// thread blocked in a page fault of a FUSE mapping cannot reach the Go
+// runtime's safe points, so the next stop-the-world (a GC) would stop
+// the proxy until the fault is served, and the fault waits on the proxy.
+// The child checks the bytes against local itself.
+func mmapReadsChild(ctx context.Context, path, local string, offsets []int64, readSize int) ([]time.Duration, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("mapped reads: %w", err)
+	}
+	req, err := json.Marshal(mmapRequest{Path: path, Local: local, Offsets: offsets, ReadSize: readSize})
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe, mmapChildArg)
+	cmd.Stdin = bytes.NewReader(req)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("mapped reads of %s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
+	}
+	var ns []int64
+	if err := json.Unmarshal(out.Bytes(), &ns); err != nil {
+		return nil, fmt.Errorf("mapped reads of %s: child said %q: %w", path, out.String(), err)
+	}
+	if len(ns) != len(offsets) {
+		return nil, fmt.Errorf("mapped reads of %s: %d latencies for %d offsets", path, len(ns), len(offsets))
+	}
+	lat := make([]time.Duration, len(ns))
+	for i, n := range ns {
+		lat[i] = time.Duration(n)
+	}
+	return lat, nil
+}
+
+// mmapChild is the child's side: it reads an mmapRequest on stdin, runs
+// mmapReads and writes the latencies in nanoseconds as a JSON array.
+func mmapChild() int {
+	var req mmapRequest
+	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
+		fmt.Fprintln(os.Stderr, "mapped reads: request:", err)
+		return 2
+	}
+	err := func() error {
+		if len(req.Offsets) == 0 || req.ReadSize <= 0 {
+			return errors.New("no reads asked for")
+		}
+		want, err := expectedAt(req.Local, req.Offsets, req.ReadSize)
+		if err != nil {
+			return err
+		}
+		lat, err := mmapReads(context.Background(), req.Path, req.Offsets, req.ReadSize, want)
+		if err != nil {
+			return err
+		}
+		ns := make([]int64, len(lat))
+		for i, d := range lat {
+			ns[i] = int64(d)
+		}
+		return json.NewEncoder(os.Stdout).Encode(ns)
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
