@@ -220,16 +220,21 @@ func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, of
 	ps := r.cfg.PartSize
 	first, last := off/ps, (end-1)/ps
 
-	window, sequential := 0, false
+	window, streaming := 0, false
 	if seq != nil {
-		window, sequential = seq.observe(off, end, r.cfg.MaxReadahead)
+		window, streaming = seq.observe(off, end, r.cfg.MaxReadahead)
 	}
-	// A small read that does not continue the one before is served by a
+	// A small read that is not part of a sequential stream is served by a
 	// GET of its own range, unless its part is no larger than SmallRead
 	// (a small file, an object's short tail): a GET of the range would
-	// cost about as much as the part. A read that continues a sequence
-	// (or starts the file) waits for its part, as the next reads will.
-	small := !sequential && end-off <= r.cfg.SmallRead && r.partLen(obj, first) > r.cfg.SmallRead
+	// cost about as much as the part. A read of a stream (seqRun reads in
+	// a row, or a run from the file's start) waits for its part, as the
+	// next reads will. A lone read next to the one before is not a stream:
+	// a random reader's chance neighbour, or the second of the reads the
+	// kernel sends around a page fault of a mapped file, would otherwise
+	// wait for a whole part (measured: the slowest cold reads, at the
+	// time of a whole part's GET).
+	small := !streaming && end-off <= r.cfg.SmallRead && r.partLen(obj, first) > r.cfg.SmallRead
 
 	// Start the fetches of every further part this read spans before
 	// waiting on the first.

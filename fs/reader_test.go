@@ -648,3 +648,39 @@ func TestCloseFinishesQueuedWrites(t *testing.T) {
 	sched.Close()
 	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
 }
+
+// A read that lands next to the one before, once, is not a stream: it is
+// served by a GET of its own range like any small cold read (a random
+// reader's chance neighbour, or the second read the kernel sends around
+// a page fault of a mapped file), and does not wait for a whole part.
+// The second read in a row is a stream and waits for its part, as does a
+// reader from the start of the file.
+func TestNeighbourReadIsNotAStream(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(12, 1<<20)
+	obj := store.put("f", data)
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone})
+	read := func(seq *Sequence, off int64) {
+		t.Helper()
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, 4096), off, seq)
+		if err != nil || !bytes.Equal(got, data[off:off+4096]) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+	}
+	var seq Sequence
+	read(&seq, 250<<10) // a seek: part 3
+	read(&seq, 400<<10) // within seqSlack of the first: part 6
+	if st := r.Stats(); st.RangeReads != 2 || st.StartedDemand != 0 {
+		t.Fatalf("after a read and its neighbour: range GETs %d, demand parts %d; want 2 and 0", st.RangeReads, st.StartedDemand)
+	}
+	read(&seq, 404<<10) // the second in a row: a stream
+	if st := r.Stats(); st.RangeReads != 2 {
+		t.Fatalf("a stream's read went by a range GET (range GETs %d, want 2)", st.RangeReads)
+	}
+
+	var fromStart Sequence
+	read(&fromStart, 0)
+	if st := r.Stats(); st.RangeReads != 2 || st.StartedDemand != 1 {
+		t.Fatalf("a read from the start: range GETs %d, demand parts %d; want 2 and 1", st.RangeReads, st.StartedDemand)
+	}
+}

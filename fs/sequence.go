@@ -11,7 +11,10 @@ type Sequence struct {
 	window  int   // readahead window in parts; 0 after a seek
 	run     int   // sequential reads in a row, up to seqRun
 	started bool
-	aheadTo int64 // the last part readahead was issued for; -1 after a seek
+	// fromStart: the reads since the last seek continue a first read at
+	// offset 0.
+	fromStart bool
+	aheadTo   int64 // the last part readahead was issued for; -1 after a seek
 }
 
 // seqSlack is how far a read may start from where the previous one ended
@@ -30,13 +33,18 @@ const seqRun = 2
 
 // observe records a read of [off, end). It returns the readahead window in
 // parts: 0 until seqRun sequential reads in a row, then 1, doubling on
-// every sequential read up to max; a seek drops it to 0. sequential
-// reports whether this read continued the one before it (or started the
-// file at offset 0).
-func (s *Sequence) observe(off, end int64, max int) (window int, sequential bool) {
+// every sequential read up to max; a seek drops it to 0. streaming
+// reports whether this read belongs to a sequential stream: it continues
+// the read before it, and either seqRun reads in a row did so or the
+// stream began at offset 0. A single read that lands near the one before
+// is not a stream: a random reader does that now and then (see seqRun),
+// and so does the kernel's read-around of a page fault in a mapped file,
+// which sends a few adjacent reads at once.
+func (s *Sequence) observe(off, end int64, max int) (window int, streaming bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sequential = (!s.started && off == 0) ||
+	first := !s.started && off == 0
+	sequential := first ||
 		(s.started && off >= s.nextOff-seqSlack && off <= s.nextOff+seqSlack)
 	s.started = true
 	if end > s.nextOff || !sequential {
@@ -45,7 +53,11 @@ func (s *Sequence) observe(off, end int64, max int) (window int, sequential bool
 	if !sequential {
 		s.window, s.run = 0, 0
 		s.aheadTo = -1
+		s.fromStart = false
 		return 0, false
+	}
+	if first {
+		s.fromStart = true
 	}
 	s.run = min(s.run+1, seqRun)
 	switch {
@@ -55,7 +67,7 @@ func (s *Sequence) observe(off, end int64, max int) (window int, sequential bool
 	default:
 		s.window = min(2*s.window, max)
 	}
-	return s.window, true
+	return s.window, s.run >= seqRun || s.fromStart
 }
 
 // ahead returns the parts to issue readahead for after a read that ended

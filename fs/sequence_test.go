@@ -21,9 +21,9 @@ func TestSequenceWindowAndAhead(t *testing.T) {
 		{250, 300, 8, 11, 10, 2}, // nothing new to issue
 	}
 	for i, st := range steps {
-		w, sequential := s.observe(st.off, st.end, max)
-		if w != st.window || !sequential {
-			t.Fatalf("step %d: window %d sequential %v, want %d and true", i, w, sequential, st.window)
+		w, streaming := s.observe(st.off, st.end, max)
+		if w != st.window || !streaming {
+			t.Fatalf("step %d: window %d streaming %v, want %d and true (a stream from the start)", i, w, streaming, st.window)
 		}
 		if w == 0 {
 			continue // the reader issues no readahead
@@ -34,14 +34,14 @@ func TestSequenceWindowAndAhead(t *testing.T) {
 		}
 	}
 	// A seek resets the window and what was issued.
-	if w, sequential := s.observe(50<<20, 50<<20+50, max); w != 0 || sequential {
-		t.Fatalf("after a seek: window %d sequential %v, want 0 and false", w, sequential)
+	if w, streaming := s.observe(50<<20, 50<<20+50, max); w != 0 || streaming {
+		t.Fatalf("after a seek: window %d streaming %v, want 0 and false", w, streaming)
 	}
-	if w, sequential := s.observe(50<<20+50, 50<<20+100, max); w != 0 || !sequential {
-		t.Fatalf("one sequential read after the seek: window %d sequential %v, want 0 and true", w, sequential)
+	if w, streaming := s.observe(50<<20+50, 50<<20+100, max); w != 0 || streaming {
+		t.Fatalf("one sequential read after the seek: window %d streaming %v, want 0 and false (not yet a stream)", w, streaming)
 	}
-	if w, _ := s.observe(50<<20+100, 50<<20+150, max); w != 1 {
-		t.Fatalf("two sequential reads after the seek: window %d, want 1", w)
+	if w, streaming := s.observe(50<<20+100, 50<<20+150, max); w != 1 || !streaming {
+		t.Fatalf("two sequential reads after the seek: window %d streaming %v, want 1 and true", w, streaming)
 	}
 	if from, to := s.ahead(50, 1); from != 51 || to != 51 {
 		t.Fatalf("ahead after a seek [%d,%d], want [51,51]", from, to)
@@ -54,8 +54,8 @@ func TestSequenceIgnoresChanceNeighbours(t *testing.T) {
 	var s Sequence
 	offs := []int64{100 << 20, 100<<20 + 3<<20, 300 << 20, 7 << 20, 7<<20 - 2<<20, 250 << 20, 0, 180 << 20}
 	for _, off := range offs {
-		if w, _ := s.observe(off, off+4096, 8); w != 0 {
-			t.Fatalf("read at %d: window %d, want 0", off, w)
+		if w, streaming := s.observe(off, off+4096, 8); w != 0 || streaming {
+			t.Fatalf("read at %d: window %d streaming %v, want 0 and false", off, w, streaming)
 		}
 	}
 }
