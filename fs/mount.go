@@ -18,6 +18,12 @@ type MountConfig struct {
 	FsName string
 	// MaxRead is the largest read the kernel sends, in bytes. Default 1 MiB.
 	MaxRead int
+	// Readahead is how far ahead of a sequential reader the kernel asks,
+	// in bytes (the mount's read_ahead_kb, set as root). Default MaxRead.
+	// The kernel sends it as reads of up to MaxRead, all in flight at
+	// once. It is also the span the kernel reads around a page fault of a
+	// mapped file that has not asked for MADV_RANDOM.
+	Readahead int
 	// Debug logs every FUSE request.
 	Debug bool
 	// Logger receives go-fuse's own messages. Default slog.Default().
@@ -33,6 +39,9 @@ const FuseType = "fuse.segfs"
 func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error) {
 	if cfg.MaxRead <= 0 {
 		cfg.MaxRead = 1 << 20
+	}
+	if cfg.Readahead <= 0 {
+		cfg.Readahead = cfg.MaxRead
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -62,24 +71,24 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
-	if err := setReadahead(mountpoint, cfg.MaxRead); err != nil {
+	if err := setReadahead(mountpoint, cfg.Readahead); err != nil {
 		cfg.Logger.Debug("kernel readahead left at its default", "err", err)
 	}
 	return server, nil
 }
 
-// setReadahead raises the kernel's readahead for the mount to maxRead. The
-// kernel caps a FUSE mount's readahead at its default (128 KiB) whatever
-// the file system asks for at init, which splits a sequential reader's
-// stream into small requests; the mount's backing device setting lifts the
-// cap. It takes root; otherwise the default stays.
-func setReadahead(mountpoint string, maxRead int) error {
+// setReadahead sets the kernel's readahead for the mount to size bytes.
+// The kernel caps a FUSE mount's readahead at its default (128 KiB)
+// whatever the file system asks for at init, which splits a sequential
+// reader's stream into small requests; the mount's backing device setting
+// lifts the cap. It takes root; otherwise the default stays.
+func setReadahead(mountpoint string, size int) error {
 	e, ok, err := FindMount(mountpoint)
 	if err != nil || !ok {
 		return fmt.Errorf("readahead: mount not found: %v", err)
 	}
 	path := "/sys/class/bdi/" + e.Dev + "/read_ahead_kb"
-	if err := os.WriteFile(path, []byte(fmt.Sprint(maxRead>>10)), 0); err != nil {
+	if err := os.WriteFile(path, []byte(fmt.Sprint(size>>10)), 0); err != nil {
 		return fmt.Errorf("readahead: %w", err)
 	}
 	return nil

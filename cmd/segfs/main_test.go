@@ -65,7 +65,7 @@ func TestCheckMountpoint(t *testing.T) {
 }
 
 func TestMountFlagBounds(t *testing.T) {
-	base := mountCmd{PartSize: 8 << 20, MaxFetches: 16, MaxRead: 1 << 20, IdleTimeout: time.Second}
+	base := mountCmd{PartSize: 8 << 20, MaxFetches: 16, MaxRead: 1 << 20, Readahead: 1 << 20, IdleTimeout: time.Second}
 	cases := []struct {
 		max, background int
 		ok              bool
@@ -92,6 +92,17 @@ func TestMountFlagBounds(t *testing.T) {
 		}
 		if c.ok && m.reserved() != c.reserved {
 			t.Errorf("--max-fetches %d --background-fetches %d: reserved %d, want %d", c.max, c.background, m.reserved(), c.reserved)
+		}
+	}
+	for _, c := range []struct {
+		readahead byteSize
+		ok        bool
+	}{{4096, true}, {4 << 20, true}, {64 << 20, true}, {0, false}, {4095, false}, {6000, false}, {64<<20 + 4096, false}} {
+		m := base
+		m.Readahead = c.readahead
+		err := m.validate()
+		if (err == nil) != c.ok || err != nil && !strings.Contains(err.Error(), "--readahead") {
+			t.Errorf("--readahead %d: err %v, want ok %v", c.readahead, err, c.ok)
 		}
 	}
 }

@@ -37,6 +37,7 @@ type mountCmd struct {
 	Prefetch          string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file); all (every file after mounting, small files first)."`
 	MemoryCache       byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames, and for parts the disk cache cannot take (a full disk)."`
 	MaxRead           byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
+	Readahead         byteSize      `name:"readahead" default:"1MiB" help:"How far ahead of a sequential reader the kernel reads, sent as --max-read requests all in flight at once (the mount's read_ahead_kb; needs root, else the kernel's 128KiB stays). It is also what the kernel reads around each page fault of a memory-mapped file that did not ask for MADV_RANDOM."`
 	IdleTimeout       time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
 	Passthrough       bool          `name:"passthrough" help:"Copy each object whose parts are all cached into one whole-object file in the cache (it counts toward --cache-size), and hand later opens of it to the kernel, which then serves their reads from that file without segfs (FUSE passthrough: Linux 6.9+, root). The file is checked as it is built and sealed; a change to it is found at open. Off by default: it costs a second copy of each cached object on disk."`
 	MetricsAddr       string        `name:"metrics-addr" help:"Serve counters as JSON at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
@@ -64,6 +65,8 @@ func (c *mountCmd) validate() error {
 		return fmt.Errorf("--background-fetches %d: must be between 1 and %d (one fewer than --max-fetches)", c.BackgroundFetches, max(c.MaxFetches-1, 1))
 	case c.MaxRead < 4096 || c.MaxRead > 1<<20:
 		return fmt.Errorf("--max-read %v: must be between 4KiB and 1MiB", c.MaxRead)
+	case c.Readahead < 4096 || c.Readahead > 64<<20 || c.Readahead%4096 != 0:
+		return fmt.Errorf("--readahead %v: must be a multiple of 4KiB between 4KiB and 64MiB", c.Readahead)
 	case c.CacheSize < 0:
 		return fmt.Errorf("--cache-size %v: must not be negative", c.CacheSize)
 	case c.IdleTimeout <= 0:
@@ -150,10 +153,11 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	root := segfs.NewRoot(entries, reader, frames, log)
 	server, err := segfs.Mount(c.Mountpoint, root, segfs.MountConfig{
-		FsName:  store.String(),
-		MaxRead: int(c.MaxRead),
-		Debug:   c.Debug,
-		Logger:  log,
+		FsName:    store.String(),
+		MaxRead:   int(c.MaxRead),
+		Readahead: int(c.Readahead),
+		Debug:     c.Debug,
+		Logger:    log,
 	})
 	if err != nil {
 		return err
