@@ -245,16 +245,21 @@ func (b *bench) seqReadWith(ctx context.Context, rec Record, cacheDir string) ([
 func (b *bench) randomReads(ctx context.Context) ([]Record, error) {
 	rec := Record{System: sysSegfs, Case: caseRandom,
 		What: fmt.Sprintf("cold: %d preads of %d bytes of %s at seeded offsets, one after another", len(b.offsets), b.cfg.readSize, b.rnd.Key)}
-	return b.randomReadsWith(ctx, rec, b.warmDir)
+	return b.randomReadsWith(ctx, rec, b.warmDir, func(ctx context.Context, path string) ([]time.Duration, error) {
+		lat, _, err := randomReads(ctx, path, b.offsets, b.cfg.readSize, b.want, nil)
+		return lat, err
+	})
 }
 
-func (b *bench) randomReadsWith(ctx context.Context, rec Record, cacheDir string) ([]Record, error) {
+// randomReadsWith mounts with cacheDir, times read of the random-read
+// file and records its latencies.
+func (b *bench) randomReadsWith(ctx context.Context, rec Record, cacheDir string, read func(ctx context.Context, path string) ([]time.Duration, error)) ([]Record, error) {
 	var lat []time.Duration
 	var d time.Duration
 	res, err := b.mounted(ctx, mountOpts{cacheDir: cacheDir, prep: []object{b.rnd}}, func(ctx context.Context, m *harness.Mount, mnt string) error {
 		start := time.Now()
 		var err error
-		lat, _, err = randomReads(ctx, filepath.Join(mnt, filepath.FromSlash(b.rnd.Key)), b.offsets, b.cfg.readSize, b.want, nil)
+		lat, err = read(ctx, filepath.Join(mnt, filepath.FromSlash(b.rnd.Key)))
 		d = time.Since(start)
 		return err
 	})
@@ -284,22 +289,9 @@ func (b *bench) mmapRandomReads(ctx context.Context) ([]Record, error) {
 		defer os.RemoveAll(dir)
 		cacheDir = dir
 	}
-	var lat []time.Duration
-	var d time.Duration
-	res, err := b.mounted(ctx, mountOpts{cacheDir: cacheDir, prep: []object{b.rnd}}, func(ctx context.Context, m *harness.Mount, mnt string) error {
-		start := time.Now()
-		var err error
-		lat, err = mmapReadsChild(ctx, filepath.Join(mnt, filepath.FromSlash(b.rnd.Key)), b.rnd.Local, b.offsets, b.cfg.readSize)
-		d = time.Since(start)
-		return err
+	return b.randomReadsWith(ctx, rec, cacheDir, func(ctx context.Context, path string) ([]time.Duration, error) {
+		return mmapReadsChild(ctx, path, b.rnd.Local, b.offsets, b.cfg.readSize)
 	})
-	rec.Resources = &res
-	if err != nil {
-		return failed(rec, err)
-	}
-	l := Summarize(lat)
-	rec.Seconds, rec.Bytes, rec.Latency, rec.Verified = d.Seconds(), int64(len(lat)*b.cfg.readSize), &l, true
-	return []Record{rec}, nil
 }
 
 // warmSeqRead is case 5's sequential read on a fresh mount of the warm
