@@ -58,10 +58,10 @@ type ProgressReader interface {
 }
 
 // ReadRangeProgress is store.ReadRange that also calls progress(n)
-// (unless progress is nil) whenever the bytes of p[:n] are final: if the call succeeds they are
-// what it returns. n only grows. It lets a caller work on bytes while
-// they are still in the CPU's cache (the disk cache sums each block as
-// it arrives). A store that cannot tell calls progress(len(p)) once,
+// (unless progress is nil) whenever the bytes of p[:n] are final: if the
+// call succeeds they are what it returns. n only grows. It lets a caller
+// work on bytes while they are still in the CPU's cache (the disk cache
+// sums each block as it arrives). A store that cannot tell calls progress(len(p)) once,
 // after a successful read. progress runs on the caller's goroutine, in
 // the middle of the read: it must be quick and must not call the store.
 // After an error p's contents are unspecified, as with ReadRange, and
