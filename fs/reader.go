@@ -237,9 +237,15 @@ func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, of
 	small := !streaming && end-off <= r.cfg.SmallRead && r.partLen(obj, first) > r.cfg.SmallRead
 
 	// Start the fetches of every further part this read spans before
-	// waiting on the first.
-	for i := first + 1; i <= last; i++ {
-		r.startPart(obj, i, prefetch.Demand)
+	// waiting on the first. Not for a small read: each of its parts is
+	// served by a GET of its own range (readPart), and a part started
+	// here at demand would make it wait for the whole part instead
+	// (measured: a read around a page fault of a mapped file that
+	// crossed a part border waited as long as an 8 MiB GET).
+	if !small {
+		for i := first + 1; i <= last; i++ {
+			r.startPart(obj, i, prefetch.Demand)
+		}
 	}
 	for i := first; i <= last; i++ {
 		lo := max(off, i*ps)

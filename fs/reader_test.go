@@ -684,3 +684,21 @@ func TestNeighbourReadIsNotAStream(t *testing.T) {
 		t.Fatalf("a read from the start: range GETs %d, demand parts %d; want 2 and 1", st.RangeReads, st.StartedDemand)
 	}
 }
+
+// A small cold read across a part border is served by a GET of its own
+// range in each part, with both parts queued in the background: it does
+// not wait for either whole part.
+func TestSmallReadAcrossPartsDoesNotWaitForParts(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(13, 256<<10)
+	obj := store.put("f", data)
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone})
+	const off = 64<<10 - 2048
+	got, err := r.ReadAt(context.Background(), obj, make([]byte, 4096), off, nil)
+	if err != nil || !bytes.Equal(got, data[off:off+4096]) {
+		t.Fatalf("read across the border: %v", err)
+	}
+	if st := r.Stats(); st.RangeReads != 2 || st.StartedDemand != 0 || st.StartedBack != 2 {
+		t.Fatalf("range GETs %d, demand parts %d, background parts %d; want 2, 0, 2", st.RangeReads, st.StartedDemand, st.StartedBack)
+	}
+}
