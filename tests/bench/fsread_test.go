@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,15 +45,7 @@ func TestLocalReads(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	path := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	sums, err := sumFile(path, int64(len(data)), hex.EncodeToString(sum[:]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, sums := writeSummed(t, data)
 	n, _, err := seqRead(context.Background(), path, sums)
 	if err != nil || n != int64(len(data)) {
 		t.Fatalf("seqRead = %d, %v", n, err)

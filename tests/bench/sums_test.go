@@ -17,15 +17,8 @@ func TestSumChecker(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i*31 + i>>9)
 	}
-	path := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path, want := writeSummed(t, data)
 	sha := sha256.Sum256(data)
-	want, err := sumFile(path, int64(len(data)), hex.EncodeToString(sha[:]))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(want.crcs) != 3 {
 		t.Fatalf("%d chunk sums, want 3", len(want.crcs))
 	}
@@ -63,4 +56,20 @@ func TestSumChecker(t *testing.T) {
 	if _, err := sumFile(path, int64(len(data))+1, hex.EncodeToString(sha[:])); err == nil {
 		t.Error("sumFile accepted a file of the wrong size")
 	}
+}
+
+// writeSummed writes data to a file of a temporary directory and returns
+// its path and its chunk sums, taken by sumFile.
+func writeSummed(t *testing.T, data []byte) (string, *chunkSums) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sha := sha256.Sum256(data)
+	sums, err := sumFile(path, int64(len(data)), hex.EncodeToString(sha[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, sums
 }
