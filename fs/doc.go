@@ -16,6 +16,11 @@
 //     shares one fetch among all readers of a part (single-flight), and
 //     keeps recently used parts in a memory tier bounded by MemoryLimit
 //     bytes.
+//   - A handle reading an object sequentially is followed (follow.go):
+//     the object's queued background fetches past its readahead's reach
+//     are taken back until it ends, and the parts fetched within that
+//     reach stay in memory until it reads past them, at most
+//     MaxReadahead+1 parts for the Reader.
 //   - A fetch runs on the Reader's own context, not the reader's: a reader
 //     that is interrupted returns EINTR alone, and the fetch completes for
 //     the others. Close cancels every fetch and waits for them.

@@ -27,7 +27,7 @@ type partCall struct {
 	sums    *cache.Sums    // data's block checksums, if the cache takes them
 	err     error
 	refs    int  // the fetch itself until it ends, plus each reader copying
-	kept    bool // data moved to the memory tier; not returned to the pool
+	kept    bool // data moved to the memory tier or held for a stream; not returned to the pool
 	fetched bool // done is closed and data or err is set
 	demand  bool // started or raised at demand priority: a reader waits on it
 }
@@ -50,7 +50,7 @@ func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority
 		}
 		return
 	}
-	if r.mem.has(k) {
+	if _, held := r.heldLocked(k); held || r.mem.has(k) {
 		r.mu.Unlock()
 		return
 	}
@@ -179,9 +179,13 @@ func (r *Reader) finishCall(call *partCall, keep bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.inflight, call.key)
-	if keep && !r.closed && call.data != nil {
+	switch {
+	case r.closed || call.data == nil:
+	case keep:
 		r.mem.keep(call.key, call.data)
 		call.kept = true
+	default:
+		call.kept = r.holdLocked(call) // for a stream behind it (follow.go)
 	}
 	r.releaseLocked(call)
 }

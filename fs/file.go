@@ -75,6 +75,7 @@ var (
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	h.closed.Do(func() {
 		h.node.release(h)
+		h.node.reader.EndStream(h.node.obj, &h.seq)
 		h.node.reader.Closed(h.node.obj)
 	})
 	return 0

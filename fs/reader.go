@@ -139,7 +139,9 @@ type Reader struct {
 	inflight   map[partKey]*partCall
 	ranges     map[rangeKey]*rangeCall
 	mem        memTier
-	prefetched map[partKey]bool // objects (idx -1) whose background fetch was queued
+	prefetched map[partKey]bool    // objects (idx -1) whose background fetch was queued
+	streams    map[partKey]*stream // by object (idx -1): sequential readers followed (follow.go)
+	heldBytes  int64               // capacity of the streams' held parts
 }
 
 // partKey names one part of one object version.
@@ -164,6 +166,7 @@ func NewReader(store fetcher.Store, pc PartCache, sched *prefetch.Scheduler, cfg
 		ranges:     make(map[rangeKey]*rangeCall),
 		mem:        newMemTier(cfg.MemoryLimit),
 		prefetched: make(map[partKey]bool),
+		streams:    make(map[partKey]*stream),
 	}
 	if wc, ok := pc.(WholeCache); ok && cfg.Passthrough {
 		r.whole = newPromoter(r, wc)
@@ -223,6 +226,7 @@ func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, of
 	window, streaming := 0, false
 	if seq != nil {
 		window, streaming = seq.observe(off, end, r.cfg.MaxReadahead)
+		r.refill(obj, r.follow(obj, seq, first, streaming))
 	}
 	// A small read that is not part of a sequential stream is served by a
 	// GET of its own range, unless its part is no larger than SmallRead
@@ -284,6 +288,12 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 			r.stats.memHits.Add(1)
 			return nil
 		}
+		if data, ok := r.heldLocked(k); ok {
+			copy(p, data[off:])
+			r.mu.Unlock()
+			r.stats.heldHits.Add(1)
+			return nil
+		}
 		call := r.inflight[k]
 		if call != nil && (!small || call.fetched || call.demand) {
 			call.refs++
@@ -325,9 +335,9 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 // Stats returns a snapshot of the Reader's counters.
 func (r *Reader) Stats() ReaderStats {
 	r.mu.Lock()
-	mem, inflight := r.mem.bytes, len(r.inflight)
+	mem, held, inflight := r.mem.bytes, r.heldBytes, len(r.inflight)
 	r.mu.Unlock()
-	st := r.stats.snapshot(mem, inflight)
+	st := r.stats.snapshot(mem, held, inflight)
 	if r.whole != nil {
 		st.PassthroughOpens = r.whole.opens.Load()
 		st.PromotePending = r.whole.pending.Load()
@@ -354,6 +364,8 @@ func (r *Reader) Close() error {
 	}
 	r.mu.Lock()
 	r.mem.clear()
+	clear(r.streams)
+	r.heldBytes = 0
 	r.mu.Unlock()
 	return nil
 }

@@ -15,6 +15,7 @@ type readerCounters struct {
 	fetchErrors, noSpace atomic.Int64
 	fetchNanos, putNanos atomic.Int64
 	started              [3]atomic.Int64 // part fetches started, by priority
+	heldHits, fillPaused atomic.Int64
 }
 
 // ReaderStats is a snapshot of a Reader's counters.
@@ -22,6 +23,8 @@ type ReaderStats struct {
 	Reads         int64 // ReadAt calls
 	ReadBytes     int64 // bytes returned by ReadAt
 	MemoryHits    int64 // part reads served by the memory tier
+	HeldHits      int64 // part reads served by parts held for a sequential reader
+	FillPaused    int64 // background part fetches taken back for a sequential reader
 	DiskHits      int64 // part reads served by the disk cache
 	Joins         int64 // part reads that waited on a fetch already in flight
 	RangeReads    int64 // cold small reads served by a GET of their own range
@@ -35,6 +38,7 @@ type ReaderStats struct {
 	FetchNanos    int64 // time part fetches spent receiving, summed over fetches
 	PutNanos      int64 // time part fetches spent storing into the disk cache, summed
 	MemoryBytes   int64 // bytes held by the memory tier now
+	HeldBytes     int64 // bytes of parts held for sequential readers now
 	InflightParts int64 // part fetches queued or running now
 	// PassthroughOpens counts opens handed to the kernel with a
 	// whole-object file (--passthrough); their reads never reach segfs.
@@ -44,11 +48,13 @@ type ReaderStats struct {
 	PromotePending int64
 }
 
-func (c *readerCounters) snapshot(mem int64, inflight int) ReaderStats {
+func (c *readerCounters) snapshot(mem, held int64, inflight int) ReaderStats {
 	return ReaderStats{
 		Reads:         c.reads.Load(),
 		ReadBytes:     c.readBytes.Load(),
 		MemoryHits:    c.memHits.Load(),
+		HeldHits:      c.heldHits.Load(),
+		FillPaused:    c.fillPaused.Load(),
 		DiskHits:      c.diskHits.Load(),
 		Joins:         c.joins.Load(),
 		RangeReads:    c.rangeReads.Load(),
@@ -62,6 +68,7 @@ func (c *readerCounters) snapshot(mem int64, inflight int) ReaderStats {
 		FetchNanos:    c.fetchNanos.Load(),
 		PutNanos:      c.putNanos.Load(),
 		MemoryBytes:   mem,
+		HeldBytes:     held,
 		InflightParts: int64(inflight),
 	}
 }

@@ -1,0 +1,134 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+)
+
+// A sequential reader slower than its fetches reads the parts fetched
+// ahead of it from memory, not back from the disk cache, and the parts
+// held for it stay within MaxReadahead+1 parts.
+func TestStreamReadsHeldParts(t *testing.T) {
+	store := newMemStore()
+	const ps = 1024
+	data := randomBytes(21, 32*ps)
+	obj := store.put("f", data)
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, MaxReadahead: 3})
+	var seq Sequence
+	for off := int64(0); off < obj.Size; off += ps / 4 {
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, ps/4), off, &seq)
+		if err != nil || !bytes.Equal(got, data[off:off+ps/4]) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		if st := r.Stats(); st.HeldBytes > 4*ps {
+			t.Fatalf("at %d: %d bytes held, over the bound of 4 parts", off, st.HeldBytes)
+		}
+	}
+	st := r.Stats()
+	if st.DiskHits != 0 || st.HeldHits == 0 {
+		t.Fatalf("stream read %d times from disk and %d from held parts; want 0 and some", st.DiskHits, st.HeldHits)
+	}
+	if n := store.calls.Load(); n != 32 {
+		t.Fatalf("%d remote reads for 32 parts", n)
+	}
+	r.EndStream(obj, &seq)
+	if st := r.Stats(); st.HeldBytes != 0 {
+		t.Fatalf("%d bytes still held after the stream ended", st.HeldBytes)
+	}
+}
+
+// A stream takes back its object's queued background fill past the reach
+// of its readahead, and the fill is queued again when the stream ends:
+// every part is still fetched, each once.
+func TestStreamPausesFillAndRefills(t *testing.T) {
+	for _, end := range []string{"release", "seek"} {
+		t.Run(end, func(t *testing.T) {
+			store := newMemStore()
+			// Parts large enough that a read 20 parts on is not
+			// within seqSlack of the stream: a seek.
+			const ps, parts = 512 << 10, 32
+			data := randomBytes(22, parts*ps)
+			obj := store.put("f", data)
+			gate := make(chan struct{})
+			store.gate = gate
+			pc := newFakeCache()
+			r := newTestReader(t, store, pc, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchOpen, MaxReadahead: 2})
+			r.PrefetchObject(obj) // what an open does
+
+			var seq Sequence
+			done := make(chan error, 1)
+			go func() {
+				got, err := r.ReadAt(context.Background(), obj, make([]byte, ps/4), 0, &seq)
+				if err == nil && !bytes.Equal(got, data[:ps/4]) {
+					err = errors.New("wrong bytes")
+				}
+				done <- err
+			}()
+			waitFor(t, func() bool { return r.Stats().FillPaused > 0 })
+			close(gate)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			// Parts 1 and 2 are within the readahead's reach and stay
+			// queued; the running fetch of part 0 cannot be taken back.
+			if got := r.Stats().FillPaused; got != parts-3 {
+				t.Fatalf("%d background fetches taken back, want %d", got, parts-3)
+			}
+
+			switch end {
+			case "release":
+				r.EndStream(obj, &seq)
+			case "seek":
+				if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 20*ps, &seq); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, func() bool {
+				for i := range int64(parts) {
+					if !pc.Contains(r.cacheKey(keyOf(obj, i))) {
+						return false
+					}
+				}
+				return true
+			})
+			if n, ranges := store.calls.Load(), r.Stats().RangeReads; n != parts+ranges {
+				t.Fatalf("%d remote reads for %d parts and %d range reads", n, parts, ranges)
+			}
+		})
+	}
+}
+
+// Only the handle that started following an object moves or ends its
+// stream: a random reader of the same object leaves it be.
+func TestOtherReaderDoesNotEndStream(t *testing.T) {
+	store := newMemStore()
+	const ps = 1024
+	data := randomBytes(23, 16*ps)
+	obj := store.put("f", data)
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, MaxReadahead: 3})
+	var seq, other Sequence
+	for off := int64(0); off < 4*ps; off += ps / 4 {
+		if _, err := r.ReadAt(context.Background(), obj, make([]byte, ps/4), off, &seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return r.Stats().HeldBytes > 0 })
+	for _, off := range []int64{12 * ps, 100, 9 * ps} {
+		if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), off, &other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Stats().HeldBytes == 0 {
+		t.Fatal("another handle's random reads ended the stream")
+	}
+	r.EndStream(obj, &other)
+	if r.Stats().HeldBytes == 0 {
+		t.Fatal("another handle's release ended the stream")
+	}
+	r.EndStream(obj, &seq)
+	if st := r.Stats(); st.HeldBytes != 0 {
+		t.Fatalf("%d bytes held after the owner's release", st.HeldBytes)
+	}
+}
