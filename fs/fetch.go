@@ -94,7 +94,9 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 		progress = sums.Filled
 	}
 	start := time.Now()
+	r.receiving.Add(1)
 	err := fetcher.ReadRangeProgress(ctx, r.store, call.obj, call.key.idx*r.cfg.PartSize, buf, progress)
+	r.receiving.Add(-1)
 	r.stats.fetchNanos.Add(int64(time.Since(start)))
 	if err != nil {
 		r.stats.fetchErrors.Add(1)

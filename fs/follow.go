@@ -29,9 +29,11 @@ import (
 //   - A part fetched for the stream, from the one it reads to the end of
 //     its readahead's reach (MaxReadahead parts after it), is kept in
 //     memory (held) after it is stored, until the stream reads past it.
-//     The buffers were the fetches' while in flight: a stream holds no
-//     more parts than its readahead has in flight at most, and with the
-//     fill paused the object's fetches stay within that reach.
+//     The held parts and the part fetches receiving, together, stay within
+//     MaxReadahead+1 parts: what the readahead of one stream has in
+//     flight at most. A held part takes no more memory than its fetch
+//     did, and other files' fetches (a --prefetch all fill beside a copy)
+//     leave less room to hold.
 //
 // One stream per object: a second handle reading the same object
 // sequentially is served as before.
@@ -147,8 +149,11 @@ func (r *Reader) dropHeldLocked(st *stream, idx int64, h heldPart) {
 // it did; call's buffer then belongs to the stream. r.mu must be held.
 func (r *Reader) holdLocked(call *partCall) bool {
 	st := r.streams[objectKey(call.obj)]
-	if st == nil || call.key.idx < st.pos || call.key.idx > st.pos+int64(r.cfg.MaxReadahead) ||
-		r.heldBytes+int64(cap(call.data)) > r.holdParts()*r.cfg.PartSize {
+	if st == nil || call.key.idx < st.pos || call.key.idx > st.pos+int64(r.cfg.MaxReadahead) {
+		return false
+	}
+	held := (r.heldBytes + int64(cap(call.data)) + r.cfg.PartSize - 1) / r.cfg.PartSize // in parts, rounded up
+	if held+r.receiving.Load() > r.holdParts() {
 		return false
 	}
 	if _, ok := st.held[call.key.idx]; ok {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
@@ -127,8 +128,10 @@ type Reader struct {
 	cfg   ReaderConfig
 	bufs  chan []byte // free part buffers, at most one per worker
 	stats readerCounters
-	putq  chan *partCall // hands fetched parts to the writers; closed by Close
-	whole *promoter      // nil unless cfg.Passthrough
+	// receiving counts part fetches filling their buffers now.
+	receiving atomic.Int64
+	putq      chan *partCall // hands fetched parts to the writers; closed by Close
+	whole     *promoter      // nil unless cfg.Passthrough
 
 	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
 	writers sync.WaitGroup
