@@ -122,7 +122,7 @@ func (r *results) addMount() {
 
 // summedCounters are the segfs counters the report sums over mounts.
 var summedCounters = []string{"reads", "read_bytes", "gets", "get_bytes", "retries", "read_errors", "fetch_errors", "changed",
-	"disk_hits", "memory_hits", "cache_puts", "cache_evictions", "cache_corrupt_removed"}
+	"disk_hits", "memory_hits", "held_hits", "fill_paused", "cache_puts", "cache_evictions", "cache_corrupt_removed"}
 
 // mountDone adds a mount's last counters (nil if unknown) to the sums,
 // and its goroutines at rest to the list.
