@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/segfs/segfs/fetcher"
 )
 
 // A sequential reader slower than its fetches reads the parts fetched
@@ -17,15 +19,11 @@ func TestStreamReadsHeldParts(t *testing.T) {
 	obj := store.put("f", data)
 	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, MaxReadahead: 3})
 	var seq Sequence
-	for off := int64(0); off < obj.Size; off += ps / 4 {
-		got, err := r.ReadAt(context.Background(), obj, make([]byte, ps/4), off, &seq)
-		if err != nil || !bytes.Equal(got, data[off:off+ps/4]) {
-			t.Fatalf("read at %d: %v", off, err)
-		}
+	readSequentially(t, r, obj, data, &seq, obj.Size, ps/4, func(off int64) {
 		if st := r.Stats(); st.HeldBytes > 4*ps {
 			t.Fatalf("at %d: %d bytes held, over the bound of 4 parts", off, st.HeldBytes)
 		}
-	}
+	})
 	st := r.Stats()
 	if st.DiskHits != 0 || st.HeldHits == 0 {
 		t.Fatalf("stream read %d times from disk and %d from held parts; want 0 and some", st.DiskHits, st.HeldHits)
@@ -109,11 +107,7 @@ func TestOtherReaderDoesNotEndStream(t *testing.T) {
 	obj := store.put("f", data)
 	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, MaxReadahead: 3})
 	var seq, other Sequence
-	for off := int64(0); off < 4*ps; off += ps / 4 {
-		if _, err := r.ReadAt(context.Background(), obj, make([]byte, ps/4), off, &seq); err != nil {
-			t.Fatal(err)
-		}
-	}
+	readSequentially(t, r, obj, data, &seq, 4*ps, ps/4, nil)
 	waitFor(t, func() bool { return r.Stats().HeldBytes > 0 })
 	for _, off := range []int64{12 * ps, 100, 9 * ps} {
 		if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), off, &other); err != nil {
@@ -130,5 +124,21 @@ func TestOtherReaderDoesNotEndStream(t *testing.T) {
 	r.EndStream(obj, &seq)
 	if st := r.Stats(); st.HeldBytes != 0 {
 		t.Fatalf("%d bytes held after the owner's release", st.HeldBytes)
+	}
+}
+
+// readSequentially reads obj from its start to end in reads of size bytes
+// through seq, checks each against data, and calls after (if not nil)
+// with each read's offset.
+func readSequentially(t *testing.T, r *Reader, obj fetcher.Object, data []byte, seq *Sequence, end, size int64, after func(off int64)) {
+	t.Helper()
+	for off := int64(0); off < end; off += size {
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, size), off, seq)
+		if err != nil || !bytes.Equal(got, data[off:off+size]) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		if after != nil {
+			after(off)
+		}
 	}
 }

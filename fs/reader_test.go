@@ -439,12 +439,7 @@ func TestReadaheadOnSequentialReads(t *testing.T) {
 	obj := store.put("f", data)
 	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, MaxReadahead: 4})
 	var seq Sequence
-	for off := int64(0); off < obj.Size; off += ps / 4 {
-		got, err := r.ReadAt(context.Background(), obj, make([]byte, ps/4), off, &seq)
-		if err != nil || !bytes.Equal(got, data[off:off+ps/4]) {
-			t.Fatalf("read at %d: %v", off, err)
-		}
-	}
+	readSequentially(t, r, obj, data, &seq, obj.Size, ps/4, nil)
 	st := r.Stats()
 	if st.StartedAhead == 0 {
 		t.Fatalf("no readahead for a sequential reader: %+v", st)
