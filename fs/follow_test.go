@@ -13,11 +13,8 @@ import (
 // ahead of it from memory, not back from the disk cache, and the parts
 // held for it stay within MaxReadahead+1 parts.
 func TestStreamReadsHeldParts(t *testing.T) {
-	store := newMemStore()
-	const ps = 1024
-	data := randomBytes(21, 32*ps)
-	obj := store.put("f", data)
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, MaxReadahead: 3})
+	const ps = streamPart
+	store, data, obj, r := newStreamTest(t, 21, 32)
 	var seq Sequence
 	readSequentially(t, r, obj, data, &seq, obj.Size, ps/4, func(off int64) {
 		if st := r.Stats(); st.HeldBytes > 4*ps {
@@ -101,11 +98,8 @@ func TestStreamPausesFillAndRefills(t *testing.T) {
 // Only the handle that started following an object moves or ends its
 // stream: a random reader of the same object leaves it be.
 func TestOtherReaderDoesNotEndStream(t *testing.T) {
-	store := newMemStore()
-	const ps = 1024
-	data := randomBytes(23, 16*ps)
-	obj := store.put("f", data)
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, MaxReadahead: 3})
+	const ps = streamPart
+	_, data, obj, r := newStreamTest(t, 23, 16)
 	var seq, other Sequence
 	readSequentially(t, r, obj, data, &seq, 4*ps, ps/4, nil)
 	waitFor(t, func() bool { return r.Stats().HeldBytes > 0 })
@@ -141,4 +135,19 @@ func readSequentially(t *testing.T, r *Reader, obj fetcher.Object, data []byte, 
 			after(off)
 		}
 	}
+}
+
+// streamPart is the part size of newStreamTest's Reader.
+const streamPart = 1024
+
+// newStreamTest returns a store holding one object of parts parts of
+// seeded random bytes, and a Reader over it without prefetch whose
+// readahead reaches 3 parts, so that its streams hold at most 4.
+func newStreamTest(t *testing.T, seed uint64, parts int) (*memStore, []byte, fetcher.Object, *Reader) {
+	t.Helper()
+	store := newMemStore()
+	data := randomBytes(seed, parts*streamPart)
+	obj := store.put("f", data)
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: streamPart, Prefetch: PrefetchNone, MaxReadahead: 3})
+	return store, data, obj, r
 }
