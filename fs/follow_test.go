@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
 )
 
 // A sequential reader slower than its fetches reads the parts fetched
@@ -62,12 +64,29 @@ func TestStreamPausesFillAndRefills(t *testing.T) {
 				done <- err
 			}()
 			waitFor(t, func() bool { return r.Stats().FillPaused > 0 })
+			// The reader waits on part 0, now demand work; parts 1 and 2,
+			// within the readahead's reach, are raised to readahead, and
+			// part 1 takes the worker that part 0 left to non-demand work.
+			var sst prefetch.Stats
+			deadline := time.Now().Add(30 * time.Second) // hang guard only
+			for {
+				sst = r.sched.Stats()
+				d, ra, bg := prefetch.Demand, prefetch.Readahead, prefetch.Background
+				if sst.Running[d] == 1 && sst.Running[ra] == 1 && sst.Running[bg] == 0 &&
+					sst.Queued[d] == 0 && sst.Queued[ra] == 1 && sst.Queued[bg] == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("running %v queued %v (by priority, background first); want 1 demand and 1 readahead running, 1 readahead queued", sst.Running, sst.Queued)
+				}
+				time.Sleep(time.Millisecond)
+			}
 			close(gate)
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			// Parts 1 and 2 are within the readahead's reach and stay
-			// queued; the running fetch of part 0 cannot be taken back.
+			// Parts 1 and 2 are within the readahead's reach and are
+			// not taken back, nor is the running fetch of part 0.
 			if got := r.Stats().FillPaused; got != parts-3 {
 				t.Fatalf("%d background fetches taken back, want %d", got, parts-3)
 			}

@@ -15,7 +15,10 @@
 //     groups are served round-robin, so one large file cannot starve the
 //     others; within a group, first in, first out.
 //   - A queued task can be raised to a higher priority (a reader now waits
-//     for a part that was queued as background) or cancelled.
+//     for a part that was queued as background) or cancelled. A running
+//     task can be raised too: it then counts at its new priority, so a
+//     running readahead fetch that a reader waits on frees its readahead
+//     slot.
 //   - Every submitted task runs exactly once, or is cancelled by Cancel
 //     before it started. After Close, queued tasks run with a cancelled
 //     context so that whoever waits on them is released; Close returns when

