@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -154,14 +155,50 @@ func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 		seq = &h.seq
 	}
 	var data []byte
+	var release func()
 	var err error
 	if f.entry.Table != nil {
 		data, err = f.frames.ReadAt(ctx, f.entry, dest, off, seq)
 	} else {
-		data, err = f.reader.ReadAt(ctx, f.obj, dest, off, seq)
+		data, release, err = f.reader.ReadAtRef(ctx, f.obj, dest, off, seq)
 	}
 	if err != nil {
 		return nil, toErrno(f.log, "read", f.obj.Key, err)
 	}
+	if release != nil {
+		return &partReply{data: data, release: release}, 0
+	}
 	return fuse.ReadResultData(data), 0
+}
+
+// partReply is a read's reply sent from a part's buffer: go-fuse writes
+// Slices to the kernel as they are, with no copy, and calls Done after,
+// which gives the buffer back.
+type partReply struct {
+	data    []byte
+	release func()
+	done    atomic.Bool
+}
+
+func (p *partReply) Size() int { return len(p.data) }
+
+// Bytes copies: a caller of Bytes may call Done before it sends them.
+func (p *partReply) Bytes(buf []byte) ([]byte, fuse.Status) {
+	return append(buf[:0], p.data...), fuse.OK
+}
+
+func (p *partReply) Slices() ([][]byte, fuse.Status) { return [][]byte{p.data}, fuse.OK }
+func (p *partReply) Readv(dst [][]byte) (int, fuse.Status) {
+	n := 0
+	for _, d := range dst {
+		n += copy(d, p.data[n:])
+	}
+	return n, fuse.OK
+}
+
+// Done gives the buffer back, once however often it is called.
+func (p *partReply) Done() {
+	if p.done.CompareAndSwap(false, true) {
+		p.release()
+	}
 }

@@ -170,3 +170,59 @@ func newStreamTest(t *testing.T, seed uint64, parts int) (*memStore, []byte, fet
 	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: streamPart, Prefetch: PrefetchNone, MaxReadahead: 3})
 	return store, data, obj, r
 }
+
+// ReadAtRef serves a stream's reads from its held parts' buffers, not
+// copies, and a borrowed buffer is not recycled, though its part is
+// dropped and later parts are fetched into the pool's buffers, until
+// its reply gives it back.
+func TestReadAtRefLendsHeldParts(t *testing.T) {
+	const ps = streamPart
+	_, data, obj, r := newStreamTest(t, 24, 32)
+	var seq Sequence
+	type loan struct {
+		off     int64
+		got     []byte
+		release func()
+	}
+	var loans []loan
+	lent := 0
+	for off := int64(0); off < obj.Size; off += ps / 2 {
+		dest := make([]byte, ps/2)
+		got, release, err := r.ReadAtRef(context.Background(), obj, dest, off, &seq)
+		if err != nil || !bytes.Equal(got, data[off:off+ps/2]) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		if release == nil {
+			continue // copied into dest: the stream's first reads, before it holds parts
+		}
+		if &got[0] == &dest[0] {
+			t.Fatalf("read at %d: lent bytes are dest", off)
+		}
+		lent++
+		// Keep the first two loans past the end of the stream; give
+		// the others back at once.
+		if len(loans) < 2 {
+			loans = append(loans, loan{off, got, release})
+		} else {
+			release()
+		}
+	}
+	if lent < 32 {
+		t.Fatalf("%d of 64 reads lent a part's bytes; want most", lent)
+	}
+	if len(loans) < 2 {
+		t.Fatal("no loans kept")
+	}
+	// The parts of the kept loans were dropped 30 parts ago, and fetches
+	// took buffers from the pool since: the loans still read the same.
+	for _, l := range loans {
+		if !bytes.Equal(l.got, data[l.off:l.off+ps/2]) {
+			t.Fatalf("lent bytes at %d changed before they were given back", l.off)
+		}
+		l.release()
+	}
+	r.EndStream(obj, &seq)
+	if st := r.Stats(); st.HeldBytes != 0 || st.HeldHits+st.Joins < int64(lent) {
+		t.Fatalf("held bytes %d after the stream ended, held hits %d and joins %d; want 0 and at least %d in all", st.HeldBytes, st.HeldHits, st.Joins, lent)
+	}
+}
