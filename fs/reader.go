@@ -321,9 +321,12 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 			call.data = h.data // released by its last reader; the stream still holds it
 		}
 	}
-	call.refs++
-	call.demand = true
-	task := call.task
+	var task *prefetch.Task
+	if held {
+		call.refs++
+	} else {
+		task = r.joinLocked(call)
+	}
 	r.mu.Unlock()
 	release := func() {
 		r.mu.Lock()
@@ -333,10 +336,7 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 	if held {
 		r.stats.heldHits.Add(1)
 	} else {
-		r.stats.joins.Add(1)
-		if task != nil {
-			r.sched.Raise(task, prefetch.Demand)
-		}
+		r.raiseJoined(task)
 		select {
 		case <-call.done:
 		case <-ctx.Done():
@@ -350,6 +350,24 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 	}
 	n := min(int64(len(p)), int64(len(call.data))-off)
 	return call.data[off : off+n], release
+}
+
+// joinLocked makes the caller one more reader waiting on call, which is
+// then demand work, and returns its task, to be raised by raiseJoined
+// once r.mu is released. r.mu must be held.
+func (r *Reader) joinLocked(call *partCall) *prefetch.Task {
+	call.refs++
+	call.demand = true
+	return call.task
+}
+
+// raiseJoined counts a join and raises its call's task, if it has one
+// yet, to demand: a reader waits on it.
+func (r *Reader) raiseJoined(task *prefetch.Task) {
+	r.stats.joins.Add(1)
+	if task != nil {
+		r.sched.Raise(task, prefetch.Demand)
+	}
 }
 
 // readPart fills p with the bytes at off within part idx of obj: from
@@ -380,14 +398,9 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 		}
 		call := r.inflight[k]
 		if call != nil && (!small || call.fetched || call.demand) {
-			call.refs++
-			call.demand = true
-			task := call.task
+			task := r.joinLocked(call)
 			r.mu.Unlock()
-			r.stats.joins.Add(1)
-			if task != nil {
-				r.sched.Raise(task, prefetch.Demand)
-			}
+			r.raiseJoined(task)
 			return r.waitCall(ctx, call, p, off)
 		}
 		r.mu.Unlock()
