@@ -65,6 +65,7 @@ type fileHandle struct {
 	node    *fileNode
 	backing *os.File // set for a passthrough handle
 	closed  sync.Once
+	served  atomic.Int64 // bytes its reads returned
 }
 
 var (
@@ -72,12 +73,17 @@ var (
 	_ = (gofs.FilePassthroughFder)((*fileHandle)(nil))
 )
 
-// Release unpins the object's parts when the kernel drops the handle.
+// Release unpins the object's parts when the kernel drops the handle, and
+// drops the file's pages from the kernel's page cache if release says so.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	h.closed.Do(func() {
-		h.node.release(h)
+		drop := h.node.release(h)
 		h.node.reader.EndStream(h.node.obj, &h.seq)
 		h.node.reader.Closed(h.node.obj)
+		if drop {
+			h.node.dropPageCache()
+		}
+		h.node.reader.stats.openHandles.Add(-1)
 	})
 	return 0
 }
@@ -109,17 +115,44 @@ func (f *fileNode) acquire(h *fileHandle) {
 	f.servedOpens++
 }
 
-func (f *fileNode) release(h *fileHandle) {
+// release ends h's hold on the file. It reports whether the file's pages
+// should go from the kernel's page cache (see dropPageCache): with
+// --drop-after-read, when h is the last handle segfs serves, the file is
+// larger than a part and h's reads returned at least the file's size (a
+// copy, or another whole read of it).
+func (f *fileNode) release(h *fileHandle) (drop bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if h.backing == nil {
 		f.servedOpens--
-		return
+		size := f.entry.Size()
+		return f.servedOpens == 0 && f.reader.DropAfterRead() &&
+			size > f.reader.PartSize() && h.served.Load() >= size
 	}
 	if f.backingRefs--; f.backingRefs == 0 {
 		f.backing.Close()
 		f.backing = nil
 	}
+	return false
+}
+
+// dropPageCache asks the kernel to drop the file's pages from its page
+// cache, once a whole read of it is done. The bytes stay in segfs's
+// caches, and a later read faults them back in through segfs. A copy of a
+// shard out of the mount reads each file once: keeping its pages would
+// push other files' pages out, and would have the kernel take fresh
+// memory for every file where it can reuse the pages of the last one
+// (measured in docs/BENCH.md: on a VM whose host backs guest memory
+// lazily, writing into fresh pages cost several times the copy itself).
+// A race with a new open only costs that open's reader a read through
+// segfs.
+func (f *fileNode) dropPageCache() {
+	if errno := f.NotifyContent(0, 0); errno != 0 {
+		// An unmount in progress, or a kernel without the notification.
+		f.log.Debug("page cache of a read file not dropped", "key", f.obj.Key, "err", errno)
+		return
+	}
+	f.reader.stats.pageDrops.Add(1)
 }
 
 // Open refuses any access mode but read-only. With --passthrough, an
@@ -135,6 +168,7 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	f.reader.Opened(f.obj)
 	h := &fileHandle{node: f}
+	f.reader.stats.openHandles.Add(1)
 	f.acquire(h)
 	if h.backing != nil {
 		return h, 0, 0 // go-fuse adds FOPEN_PASSTHROUGH
@@ -164,6 +198,9 @@ func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	}
 	if err != nil {
 		return nil, toErrno(f.log, "read", f.obj.Key, err)
+	}
+	if h, ok := fh.(*fileHandle); ok {
+		h.served.Add(int64(len(data)))
 	}
 	if release != nil {
 		return &partReply{data: data, release: release}, 0

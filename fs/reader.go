@@ -81,6 +81,10 @@ type ReaderConfig struct {
 	// kernel from that file (see whole.go). It needs a PartCache that is
 	// also a WholeCache.
 	Passthrough bool
+	// DropAfterRead has the kernel drop a file's pages from its page cache
+	// when the last handle that segfs serves closes after reading the
+	// whole file, if the file is larger than a part (fileNode.release).
+	DropAfterRead bool
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -190,6 +194,10 @@ func (r *Reader) Opened(obj fetcher.Object) { r.cache.Pin(obj.Key, obj.ETag) }
 
 // Closed undoes one Opened.
 func (r *Reader) Closed(obj fetcher.Object) { r.cache.Unpin(obj.Key, obj.ETag) }
+
+// DropAfterRead reports whether files read whole leave the page cache
+// when closed (ReaderConfig.DropAfterRead).
+func (r *Reader) DropAfterRead() bool { return r.cfg.DropAfterRead }
 
 // Prefetch returns the prefetch mode in use.
 func (r *Reader) Prefetch() string { return r.cfg.Prefetch }

@@ -16,6 +16,8 @@ type readerCounters struct {
 	fetchNanos, putNanos atomic.Int64
 	started              [3]atomic.Int64 // part fetches started, by priority
 	heldHits, fillPaused atomic.Int64
+	pageDrops            atomic.Int64
+	openHandles          atomic.Int64 // a gauge
 }
 
 // ReaderStats is a snapshot of a Reader's counters.
@@ -25,6 +27,8 @@ type ReaderStats struct {
 	MemoryHits    int64 // part reads served by the memory tier
 	HeldHits      int64 // part reads served by parts held for a sequential reader
 	FillPaused    int64 // background part fetches taken back for a sequential reader
+	PageDrops     int64 // files read whole whose pages the kernel was told to drop
+	OpenHandles   int64 // open file handles now, released ones' page drops done
 	DiskHits      int64 // part reads served by the disk cache
 	Joins         int64 // part reads that waited on a fetch already in flight
 	RangeReads    int64 // cold small reads served by a GET of their own range
@@ -55,6 +59,8 @@ func (c *readerCounters) snapshot(mem, held int64, inflight int) ReaderStats {
 		MemoryHits:    c.memHits.Load(),
 		HeldHits:      c.heldHits.Load(),
 		FillPaused:    c.fillPaused.Load(),
+		PageDrops:     c.pageDrops.Load(),
+		OpenHandles:   c.openHandles.Load(),
 		DiskHits:      c.diskHits.Load(),
 		Joins:         c.joins.Load(),
 		RangeReads:    c.rangeReads.Load(),

@@ -40,6 +40,7 @@ type mountCmd struct {
 	Readahead         byteSize      `name:"readahead" default:"1MiB" help:"How far ahead of a sequential reader the kernel reads, sent as --max-read requests all in flight at once (the mount's read_ahead_kb; needs root, else the kernel's 128KiB stays). It is also what the kernel reads around each page fault of a memory-mapped file that did not ask for MADV_RANDOM."`
 	IdleTimeout       time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
 	Passthrough       bool          `name:"passthrough" help:"Copy each object whose parts are all cached into one whole-object file in the cache (it counts toward --cache-size), and hand later opens of it to the kernel, which then serves their reads from that file without segfs (FUSE passthrough: Linux 6.9+, root). The file is checked as it is built and sealed; a change to it is found at open. Off by default: it costs a second copy of each cached object on disk."`
+	DropAfterRead     bool          `name:"drop-after-read" default:"true" negatable:"" help:"When the last open handle of a file larger than --part-size is closed after reading the whole file (a copy out of the mount), ask the kernel to drop the file's pages from its page cache: a copy of a shard does not push other files' pages out, and the kernel reuses that memory for the next file. The bytes stay in segfs's caches. --no-drop-after-read keeps them."`
 	MetricsAddr       string        `name:"metrics-addr" help:"Serve counters as JSON at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
 	Debug             bool          `help:"Log every FUSE request (very verbose)."`
 }
@@ -124,12 +125,13 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved()})
 	defer sched.Close()
 	reader := segfs.NewReader(store, pc, sched, segfs.ReaderConfig{
-		Source:      store.String(),
-		PartSize:    int64(c.PartSize),
-		MemoryLimit: int64(c.MemoryCache),
-		Prefetch:    c.Prefetch,
-		Passthrough: c.Passthrough,
-		Logger:      log,
+		Source:        store.String(),
+		PartSize:      int64(c.PartSize),
+		MemoryLimit:   int64(c.MemoryCache),
+		Prefetch:      c.Prefetch,
+		Passthrough:   c.Passthrough,
+		DropAfterRead: c.DropAfterRead,
+		Logger:        log,
 	})
 	defer reader.Close()
 	frames, err := segfs.NewFrameReader(reader, int64(c.MemoryCache), log)
