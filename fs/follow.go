@@ -2,6 +2,7 @@ package fs
 
 import (
 	"errors"
+	"time"
 
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
@@ -37,7 +38,10 @@ import (
 //     leave less room to hold.
 //
 // One stream per object: a second handle reading the same object
-// sequentially is served as before.
+// sequentially is served as before. A stream that goes StreamIdle without
+// a read is no longer followed (sweepStreams): a handle left open after a
+// partial sequential read would otherwise keep its object's fill paused,
+// and its held parts in memory, until it is closed.
 
 // errFillPaused ends a background fetch taken back for a stream before it
 // started. No reader waits on such a call (a reader that joins a call
@@ -50,6 +54,7 @@ type stream struct {
 	owner  *Sequence
 	obj    fetcher.Object
 	pos    int64              // the part of the owner's last read
+	last   time.Time          // when the owner last read
 	held   map[int64]heldPart // parts fetched for the stream, kept until read past
 	paused []int64            // parts whose background fetch was taken back
 }
@@ -90,7 +95,7 @@ func (r *Reader) follow(obj fetcher.Object, seq *Sequence, first int64, streamin
 	case st.owner != seq:
 		return nil
 	}
-	st.pos = first
+	st.pos, st.last = first, time.Now()
 	for idx, h := range st.held {
 		if idx < first {
 			r.dropHeldLocked(st, idx, h)
@@ -196,6 +201,42 @@ func (r *Reader) EndStream(obj fetcher.Object, seq *Sequence) {
 	}
 	r.mu.Unlock()
 	r.refill(obj, refill)
+}
+
+// sweepStreams ends the streams that have gone StreamIdle without a read,
+// until Close.
+func (r *Reader) sweepStreams() {
+	tick := time.NewTicker(r.cfg.StreamIdle / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case now := <-tick.C:
+			r.endIdleStreams(now)
+		}
+	}
+}
+
+// endIdleStreams stops following every stream whose last read is
+// StreamIdle or more before now, and queues their objects' fill again.
+func (r *Reader) endIdleStreams(now time.Time) {
+	type ended struct {
+		obj   fetcher.Object
+		parts []int64
+	}
+	var idle []ended
+	r.mu.Lock()
+	for _, st := range r.streams {
+		if now.Sub(st.last) >= r.cfg.StreamIdle {
+			idle = append(idle, ended{st.obj, r.endStreamLocked(st)})
+			r.stats.idleStreams.Add(1)
+		}
+	}
+	r.mu.Unlock()
+	for _, e := range idle {
+		r.refill(e.obj, e.parts)
+	}
 }
 
 // refill queues again, at background priority, the parts of obj whose

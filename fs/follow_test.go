@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -225,4 +226,54 @@ func TestReadAtRefLendsHeldParts(t *testing.T) {
 	if st := r.Stats(); st.HeldBytes != 0 || st.HeldHits+st.Joins < int64(lent) {
 		t.Fatalf("held bytes %d after the stream ended, held hits %d and joins %d; want 0 and at least %d in all", st.HeldBytes, st.HeldHits, st.Joins, lent)
 	}
+}
+
+// A handle that read part of an object sequentially and then stops,
+// still open, is no longer followed after StreamIdle: its held parts go,
+// and the fill taken back for it is queued again, so every part gets
+// fetched without the handle being closed or moved.
+func TestIdleStreamRefills(t *testing.T) {
+	const ps, parts = streamPart, 24
+	store := newMemStore()
+	data := randomBytes(25, parts*ps)
+	obj := store.put("f", data)
+	pc := newFakeCache()
+	r := newTestReader(t, store, pc, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchOpen, MaxReadahead: 2, StreamIdle: 20 * time.Millisecond})
+	gate := make(chan struct{})
+	store.gate = gate     // no fetch ends before the stream has paused the fill
+	r.PrefetchObject(obj) // what an open does
+	var seq Sequence
+	done := make(chan error, 1)
+	go func() {
+		for off := int64(0); off < 2*ps; off += ps / 2 {
+			got, err := r.ReadAt(context.Background(), obj, make([]byte, ps/2), off, &seq)
+			if err == nil && !bytes.Equal(got, data[off:off+ps/2]) {
+				err = fmt.Errorf("read at %d: wrong bytes", off)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	waitFor(t, func() bool { return r.Stats().FillPaused > 0 })
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		for i := range int64(parts) {
+			if !pc.Contains(r.cacheKey(keyOf(obj, i))) {
+				return false
+			}
+		}
+		return true
+	})
+	st := r.Stats()
+	if st.IdleStreams != 1 || st.HeldBytes != 0 {
+		t.Fatalf("idle streams %d, held bytes %d; want 1 and 0", st.IdleStreams, st.HeldBytes)
+	}
+	// The handle reads on: it is followed again, and its bytes are right.
+	readSequentially(t, r, obj, data, &seq, int64(parts)*ps, ps/2, nil)
 }

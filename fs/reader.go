@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
@@ -81,6 +82,10 @@ type ReaderConfig struct {
 	// kernel from that file (see whole.go). It needs a PartCache that is
 	// also a WholeCache.
 	Passthrough bool
+	// StreamIdle is how long a followed sequential reader may go without
+	// a read before the Reader stops following it (follow.go): its held
+	// parts go and its object's fill is queued again. Default 2s.
+	StreamIdle time.Duration
 	// DropAfterRead has the kernel drop a file's pages from its page cache
 	// when the last handle that segfs serves closes after reading the
 	// whole file, if the file is larger than a part (fileNode.release).
@@ -94,6 +99,7 @@ const (
 	DefaultPartSize    = 8 << 20
 	DefaultMemoryLimit = 64 << 20
 	DefaultWriters     = 4
+	DefaultStreamIdle  = 2 * time.Second
 )
 
 func (c ReaderConfig) withDefaults(workers int) ReaderConfig {
@@ -114,6 +120,9 @@ func (c ReaderConfig) withDefaults(workers int) ReaderConfig {
 	}
 	if c.Writers <= 0 {
 		c.Writers = DefaultWriters
+	}
+	if c.StreamIdle <= 0 {
+		c.StreamIdle = DefaultStreamIdle
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -139,6 +148,8 @@ type Reader struct {
 
 	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
 	writers sync.WaitGroup
+	stop    chan struct{} // closed by Close: ends sweepStreams
+	sweeper sync.WaitGroup
 
 	// Guarded by mu.
 	mu         sync.Mutex
@@ -174,6 +185,7 @@ func NewReader(store fetcher.Store, pc PartCache, sched *prefetch.Scheduler, cfg
 		mem:        newMemTier(cfg.MemoryLimit),
 		prefetched: make(map[partKey]bool),
 		streams:    make(map[partKey]*stream),
+		stop:       make(chan struct{}),
 	}
 	if wc, ok := pc.(WholeCache); ok && cfg.Passthrough {
 		r.whole = newPromoter(r, wc)
@@ -182,6 +194,7 @@ func NewReader(store fetcher.Store, pc PartCache, sched *prefetch.Scheduler, cfg
 	for range cfg.Writers {
 		go r.writer()
 	}
+	r.sweeper.Go(r.sweepStreams)
 	return r
 }
 
@@ -460,6 +473,8 @@ func (r *Reader) Close() error {
 	r.closed = true
 	r.mu.Unlock()
 	if !already {
+		close(r.stop)
+		r.sweeper.Wait()
 		r.senders.Wait()
 		close(r.putq)
 	}

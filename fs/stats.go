@@ -17,6 +17,7 @@ type readerCounters struct {
 	started              [3]atomic.Int64 // part fetches started, by priority
 	heldHits, fillPaused atomic.Int64
 	pageDrops            atomic.Int64
+	idleStreams          atomic.Int64
 	openHandles          atomic.Int64 // a gauge
 }
 
@@ -28,6 +29,7 @@ type ReaderStats struct {
 	HeldHits      int64 // part reads served by parts held for a sequential reader
 	FillPaused    int64 // background part fetches taken back for a sequential reader
 	PageDrops     int64 // files read whole whose pages the kernel was told to drop
+	IdleStreams   int64 // sequential readers no longer followed after StreamIdle without a read
 	OpenHandles   int64 // open file handles now, released ones' page drops done
 	DiskHits      int64 // part reads served by the disk cache
 	Joins         int64 // part reads that waited on a fetch already in flight
@@ -60,6 +62,7 @@ func (c *readerCounters) snapshot(mem, held int64, inflight int) ReaderStats {
 		HeldHits:      c.heldHits.Load(),
 		FillPaused:    c.fillPaused.Load(),
 		PageDrops:     c.pageDrops.Load(),
+		IdleStreams:   c.idleStreams.Load(),
 		OpenHandles:   c.openHandles.Load(),
 		DiskHits:      c.diskHits.Load(),
 		Joins:         c.joins.Load(),

@@ -86,6 +86,7 @@ func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.Fram
 		"memory_hits":        rs.MemoryHits,
 		"held_hits":          rs.HeldHits,
 		"fill_paused":        rs.FillPaused,
+		"idle_streams":       rs.IdleStreams,
 		"page_cache_drops":   rs.PageDrops,
 		"open_handles":       rs.OpenHandles,
 		"held_bytes":         rs.HeldBytes,
