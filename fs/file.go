@@ -185,7 +185,8 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 // Read serves [off, off+len(dest)) of the object, clamped to its size.
 func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	var seq *Sequence
-	if h, ok := fh.(*fileHandle); ok {
+	h, _ := fh.(*fileHandle)
+	if h != nil {
 		seq = &h.seq
 	}
 	var data []byte
@@ -199,7 +200,7 @@ func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	if err != nil {
 		return nil, toErrno(f.log, "read", f.obj.Key, err)
 	}
-	if h, ok := fh.(*fileHandle); ok {
+	if h != nil {
 		h.served.Add(int64(len(data)))
 	}
 	if release != nil {

@@ -100,14 +100,7 @@ func TestStreamPausesFillAndRefills(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, func() bool {
-				for i := range int64(parts) {
-					if !pc.Contains(r.cacheKey(keyOf(obj, i))) {
-						return false
-					}
-				}
-				return true
-			})
+			waitFor(t, allCached(r, pc, obj, parts))
 			if n, ranges := store.calls.Load(), r.Stats().RangeReads; n != parts+ranges {
 				t.Fatalf("%d remote reads for %d parts and %d range reads", n, parts, ranges)
 			}
@@ -262,18 +255,23 @@ func TestIdleStreamRefills(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
-		for i := range int64(parts) {
-			if !pc.Contains(r.cacheKey(keyOf(obj, i))) {
-				return false
-			}
-		}
-		return true
-	})
+	waitFor(t, allCached(r, pc, obj, parts))
 	st := r.Stats()
 	if st.IdleStreams != 1 || st.HeldBytes != 0 {
 		t.Fatalf("idle streams %d, held bytes %d; want 1 and 0", st.IdleStreams, st.HeldBytes)
 	}
 	// The handle reads on: it is followed again, and its bytes are right.
 	readSequentially(t, r, obj, data, &seq, int64(parts)*ps, ps/2, nil)
+}
+
+// allCached reports whether pc holds every one of the parts of obj.
+func allCached(r *Reader, pc PartCache, obj fetcher.Object, parts int) func() bool {
+	return func() bool {
+		for i := range int64(parts) {
+			if !pc.Contains(r.cacheKey(keyOf(obj, i))) {
+				return false
+			}
+		}
+		return true
+	}
 }
