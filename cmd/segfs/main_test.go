@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	segfs "github.com/segfs/segfs/fs"
 )
 
 func TestParseByteSize(t *testing.T) {
@@ -70,18 +72,22 @@ func TestMountFlagBounds(t *testing.T) {
 		max, background int
 		ok              bool
 		reserved        int
+		prefetch        string
 	}{
-		{16, 0, true, 0}, // the scheduler's default
-		{16, 12, true, 4},
-		{16, 15, true, 1},
-		{16, 16, false, 0}, // nothing left for reads that wait
-		{16, -1, false, 0},
-		{1, 1, true, 0},
-		{1, 2, false, 0},
+		{16, 0, true, 0, segfs.PrefetchOpen}, // the scheduler's default
+		{16, 12, true, 4, segfs.PrefetchOpen},
+		{16, 15, true, 1, segfs.PrefetchOpen},
+		{16, 16, false, 0, segfs.PrefetchOpen}, // nothing left for reads that wait
+		{16, -1, false, 0, segfs.PrefetchOpen},
+		{1, 1, true, 0, segfs.PrefetchOpen},
+		{1, 2, false, 0, segfs.PrefetchOpen},
+		{16, 0, true, 1, segfs.PrefetchAll}, // a copy's mount: all but one
+		{16, 12, true, 4, segfs.PrefetchAll},
+		{1, 0, true, 0, segfs.PrefetchAll}, // the only worker: the scheduler's default
 	}
 	for _, c := range cases {
 		m := base
-		m.MaxFetches, m.BackgroundFetches = c.max, c.background
+		m.MaxFetches, m.BackgroundFetches, m.Prefetch = c.max, c.background, c.prefetch
 		err := m.validate()
 		if (err == nil) != c.ok {
 			t.Errorf("--max-fetches %d --background-fetches %d: err %v, want ok %v", c.max, c.background, err, c.ok)
@@ -91,7 +97,7 @@ func TestMountFlagBounds(t *testing.T) {
 			t.Errorf("error %q does not name the flag", err)
 		}
 		if c.ok && m.reserved() != c.reserved {
-			t.Errorf("--max-fetches %d --background-fetches %d: reserved %d, want %d", c.max, c.background, m.reserved(), c.reserved)
+			t.Errorf("--max-fetches %d --background-fetches %d --prefetch %s: reserved %d, want %d", c.max, c.background, c.prefetch, m.reserved(), c.reserved)
 		}
 	}
 	for _, c := range []struct {
