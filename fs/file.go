@@ -74,15 +74,23 @@ var (
 )
 
 // Release unpins the object's parts when the kernel drops the handle, and
-// drops the file's pages from the kernel's page cache if release says so.
+// drops the file's pages from the kernel's page cache if dropOnRelease
+// says so. The handle stops counting as open last: go-fuse drops a
+// reference to the node's passthrough backing file after every release,
+// whatever the handle's mode, so an open that turned to passthrough
+// while a served handle's release was still running had its backing file
+// closed under it, and failed with EIO (seen in TestPassthroughModeHeldWhileOpen
+// once the release took long enough to drop the page cache). A small
+// window stays, between this method's return and go-fuse's bookkeeping.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	h.closed.Do(func() {
-		drop := h.node.release(h)
+		drop := h.node.dropOnRelease(h)
 		h.node.reader.EndStream(h.node.obj, &h.seq)
 		h.node.reader.Closed(h.node.obj)
 		if drop {
 			h.node.dropPageCache()
 		}
+		h.node.release(h)
 		h.node.reader.stats.openHandles.Add(-1)
 	})
 	return 0
@@ -115,25 +123,31 @@ func (f *fileNode) acquire(h *fileHandle) {
 	f.servedOpens++
 }
 
-// release ends h's hold on the file. It reports whether the file's pages
-// should go from the kernel's page cache (see dropPageCache): with
+// dropOnRelease reports whether the file's pages should go from the
+// kernel's page cache when h is released (see dropPageCache): with
 // --drop-after-read, when h is the last handle segfs serves, the file is
 // larger than a part and h's reads returned at least the file's size (a
 // copy, or another whole read of it).
-func (f *fileNode) release(h *fileHandle) (drop bool) {
+func (f *fileNode) dropOnRelease(h *fileHandle) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	size := f.entry.Size()
+	return h.backing == nil && f.servedOpens == 1 && f.reader.DropAfterRead() &&
+		size > f.reader.PartSize() && h.served.Load() >= size
+}
+
+// release ends h's hold on the file.
+func (f *fileNode) release(h *fileHandle) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if h.backing == nil {
 		f.servedOpens--
-		size := f.entry.Size()
-		return f.servedOpens == 0 && f.reader.DropAfterRead() &&
-			size > f.reader.PartSize() && h.served.Load() >= size
+		return
 	}
 	if f.backingRefs--; f.backingRefs == 0 {
 		f.backing.Close()
 		f.backing = nil
 	}
-	return false
 }
 
 // dropPageCache asks the kernel to drop the file's pages from its page

@@ -2,10 +2,16 @@ package fs
 
 import "testing"
 
-// release asks for the file's pages to be dropped only when the last
+// A release asks for the file's pages to be dropped only when the last
 // handle segfs serves closes after reading at least the whole file, the
 // file is larger than a part and DropAfterRead is on.
 func TestReleaseDropsOnlyAfterAWholeRead(t *testing.T) {
+	// release closes h as Release does, and reports dropOnRelease's answer.
+	release := func(f *fileNode, h *fileHandle) bool {
+		drop := f.dropOnRelease(h)
+		f.release(h)
+		return drop
+	}
 	const ps = 1000
 	store := newMemStore()
 	big := store.put("big", randomBytes(1, 3*ps+500))
@@ -28,25 +34,25 @@ func TestReleaseDropsOnlyAfterAWholeRead(t *testing.T) {
 
 	f := node(on, "big")
 	whole, idle := open(f, big.Size), open(f, 0)
-	if f.release(whole) {
+	if release(f, whole) {
 		t.Error("dropped while another handle is open")
 	}
-	if f.release(idle) {
+	if release(f, idle) {
 		t.Error("dropped at the close of a handle that read nothing")
 	}
-	if !f.release(open(f, big.Size)) {
+	if !release(f, open(f, big.Size)) {
 		t.Error("not dropped after the last handle read the whole file")
 	}
-	if !f.release(open(f, big.Size+ps)) {
+	if !release(f, open(f, big.Size+ps)) {
 		t.Error("not dropped after the last handle read more than the file (a re-read)")
 	}
-	if f.release(open(f, big.Size-1)) {
+	if release(f, open(f, big.Size-1)) {
 		t.Error("dropped after a read short of the whole file")
 	}
-	if f := node(on, "small"); f.release(open(f, small.Size)) {
+	if f := node(on, "small"); release(f, open(f, small.Size)) {
 		t.Error("dropped a file no larger than a part")
 	}
-	if f := node(off, "big"); f.release(open(f, big.Size)) {
+	if f := node(off, "big"); release(f, open(f, big.Size)) {
 		t.Error("dropped with DropAfterRead off")
 	}
 	if f.servedOpens != 0 {
