@@ -223,7 +223,7 @@ func (b *bench) setup(ctx context.Context) (func() error, error) {
 		}
 		closers = append(closers, sh.Close)
 		b.endpoint = sh.Endpoint()
-		fmt.Printf("  proxy    toxiproxy at %s -> %s\n", sh.Endpoint(), srv.Endpoint())
+		fmt.Printf("  proxy    shaper at %s -> %s\n", sh.Endpoint(), srv.Endpoint())
 	}
 	b.remote = newRemote(b.endpoint, srv.AccessKey(), srv.SecretKey(), bucket, b.cfg.maxFetches)
 

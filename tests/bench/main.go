@@ -3,7 +3,7 @@
 //
 // A versitygw S3 server holds a seeded, Lucene-shaped shard (cached between
 // runs) and one big file. Unless --profile loopback is given, an in-process
-// toxiproxy sits in front of it and adds first-byte latency and a
+// shaping proxy (shaper.go) sits in front of it and adds latency and a
 // per-connection bandwidth cap; segfs and every baseline use that proxy's
 // endpoint, and the run starts by measuring that the shaping is what the
 // profile says. The cases (see the issue "make bench") then run against

@@ -16,10 +16,10 @@ type Profile struct {
 	// Direct means no proxy at all: clients talk to the server itself.
 	Direct bool
 	// Latency is added to the first byte of every response (downstream),
-	// varied by up to ±Jitter. Whole milliseconds (toxiproxy's unit).
+	// varied by up to ±Jitter. Whole milliseconds, as results record them.
 	Latency, Jitter time.Duration
 	// Rate is the bandwidth cap of each connection in bytes per second;
-	// 0 means none. A multiple of 1000 (toxiproxy counts KB/s).
+	// 0 means none. A multiple of 1000, as results record it (KB/s).
 	Rate int64
 }
 
@@ -98,7 +98,7 @@ func ParseRate(v string) (int64, error) {
 	}
 	r := int64(n * float64(mult))
 	if r < 1000 || r%1000 != 0 {
-		return 0, fmt.Errorf("rate %q: must be a whole number of KB/s (toxiproxy's unit)", v)
+		return 0, fmt.Errorf("rate %q: must be a whole number of KB/s", v)
 	}
 	return r, nil
 }
