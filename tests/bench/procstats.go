@@ -42,6 +42,24 @@ type Resources struct {
 	// shaping proxy and the reads the bench times run in it) over the case.
 	ServerCPUSeconds float64 `json:"server_cpu_seconds,omitempty"`
 	BenchCPUSeconds  float64 `json:"bench_cpu_seconds,omitempty"`
+	// Fetches is the fetch pool at every sample: how full it was over
+	// the case, to tell a case that waits on the remote from one that
+	// leaves connections idle.
+	Fetches []FetchSample `json:"fetch_timeline,omitempty"`
+	// MeanRunning is the mean of Fetches' Running: the GETs in flight on
+	// average, against the pool's Workers.
+	MeanRunning float64 `json:"mean_running_fetches,omitempty"`
+	Workers     int64   `json:"workers,omitempty"`
+}
+
+// FetchSample is one reading of the fetch pool, Ms after the sampler
+// started: GETs running and waiting (all priorities), and the bytes
+// fetched so far in the case.
+type FetchSample struct {
+	Ms      int64 `json:"ms"`
+	Running int64 `json:"running"`
+	Queued  int64 `json:"queued"`
+	Fetched int64 `json:"fetched_bytes"`
 }
 
 // statsFunc fetches the mount's counters (harness.Mount.Stats).
@@ -57,8 +75,9 @@ type sampler struct {
 	done   chan struct{}
 	before map[string]int64
 	cpu0   time.Duration // -1 if it could not be read
-	others procCPUs      // the server and the bench at the start
-	mach0  machineCPU    // zero if /proc/stat could not be read
+	start  time.Time
+	others procCPUs   // the server and the bench at the start
+	mach0  machineCPU // zero if /proc/stat could not be read
 
 	mu      sync.Mutex
 	res     Resources // guarded by mu
@@ -77,7 +96,7 @@ func startSampler(ctx context.Context, pid, serverPid int, stats statsFunc, inte
 		cpu0 = -1
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &sampler{pid: pid, stats: stats, cancel: cancel, done: make(chan struct{}), before: before, cpu0: cpu0,
+	s := &sampler{pid: pid, stats: stats, cancel: cancel, done: make(chan struct{}), before: before, cpu0: cpu0, start: time.Now(),
 		others: readProcCPUs(serverPid, os.Getpid())}
 	s.mach0, _ = readMachineCPU()
 	s.sample(ctx)
@@ -115,6 +134,13 @@ func (s *sampler) sample(ctx context.Context) {
 	if serr == nil {
 		s.res.PeakGoroutines = max(s.res.PeakGoroutines, stats["goroutines"])
 		s.res.PeakHeap = max(s.res.PeakHeap, stats["heap_bytes"])
+		s.res.Workers = stats["workers"]
+		s.res.Fetches = append(s.res.Fetches, FetchSample{
+			Ms:      time.Since(s.start).Milliseconds(),
+			Running: stats["running_demand"] + stats["running_readahead"] + stats["running_background"],
+			Queued:  stats["queued_demand"] + stats["queued_readahead"] + stats["queued_background"],
+			Fetched: stats["get_bytes"] - s.before["get_bytes"],
+		})
 	} else if ctx.Err() == nil {
 		s.lastErr = serr
 	}
@@ -151,6 +177,13 @@ func (s *sampler) Stop(ctx context.Context) (Resources, error) {
 	res.Counters = make(map[string]int64, len(after))
 	for k, v := range after {
 		res.Counters[k] = v - s.before[k]
+	}
+	if n := len(res.Fetches); n > 0 {
+		var sum int64
+		for _, f := range res.Fetches {
+			sum += f.Running
+		}
+		res.MeanRunning = float64(sum) / float64(n)
 	}
 	res.Gets = after["gets"] - s.before["gets"]
 	res.GetBytes = after["get_bytes"] - s.before["get_bytes"]
