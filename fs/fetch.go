@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,13 @@ type partCall struct {
 // startPart makes sure part idx of obj is in flight at prio or higher,
 // unless it is cached.
 func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority) {
+	r.startPartIn(obj.Key, obj, idx, prio)
+}
+
+// startPartIn is startPart with the scheduler group the fetch is queued
+// in: within a priority, groups take turns and each group's fetches run
+// in the order they were queued.
+func (r *Reader) startPartIn(group string, obj fetcher.Object, idx int64, prio prefetch.Priority) {
 	k := keyOf(obj, idx)
 	r.mu.Lock()
 	if r.closed {
@@ -73,7 +81,7 @@ func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority
 	r.stats.started[prio].Add(1)
 	// Submit outside mu: after the scheduler is closed it runs the task
 	// at once, on this goroutine.
-	task := r.sched.Submit(obj.Key, prio, func(ctx context.Context) { r.runFetch(ctx, call) })
+	task := r.sched.Submit(group, prio, func(ctx context.Context) { r.runFetch(ctx, call) })
 	r.mu.Lock()
 	call.task = task
 	r.mu.Unlock()
@@ -328,8 +336,13 @@ func (r *Reader) putBuf(b []byte) {
 
 // PrefetchObject queues, at background priority, every part of obj that
 // is not cached, once per object version, and with --passthrough the
-// build of its whole-object file.
+// build of its whole-object file. The object is its own scheduler group,
+// so the fills of several opened files take turns.
 func (r *Reader) PrefetchObject(obj fetcher.Object) {
+	r.prefetchObject(obj.Key, obj)
+}
+
+func (r *Reader) prefetchObject(group string, obj fetcher.Object) {
 	k := keyOf(obj, -1)
 	r.mu.Lock()
 	seen := r.prefetched[k]
@@ -339,25 +352,46 @@ func (r *Reader) PrefetchObject(obj fetcher.Object) {
 		return
 	}
 	for i := int64(0); i*r.cfg.PartSize < obj.Size; i++ {
-		r.startPart(obj, i, prefetch.Background)
+		r.startPartIn(group, obj, i, prefetch.Background)
 	}
 	r.promote(obj) // built now if every part was cached already
 }
 
-// PrefetchAll queues every object's parts in the background, smallest
-// objects first, so that a copy of the whole tree never waits on a small
-// file's first byte; large objects then fill in parallel parts, served
-// round-robin.
+// sweepGroup is the scheduler group of PrefetchAll's fetches. Object
+// keys cannot hold a NUL, so no file's own group has this name.
+const sweepGroup = "\x00prefetch-all"
+
+// PrefetchAll queues every object's parts in the background as one sweep
+// that runs in order: first the objects of one part, smallest first, so
+// that a copy of the whole tree never waits on a small file's first byte;
+// then the larger objects in the order given (the listing's, which is
+// the order of the tree's inode numbers and of its directory entries,
+// the order a copy reads them in), each one's parts in parallel, up to
+// the workers background work may take.
+//
+// One order, not files taking turns: a copy reads one file after another,
+// so the file it reads next is the one to finish first. Measured on a
+// network-bound bench (16 MB/s per connection), the sweep taking turns
+// among 12 large files fetched everything in 7.4 s while the copy, at the
+// file the turns had left least complete, still had 1.4 s to go, all of
+// it read back from the disk cache. The sweep is one group of the
+// scheduler, so an opened file's own fill or a reader's readahead still
+// takes its turns beside it.
 func (r *Reader) PrefetchAll(ctx context.Context, objects []fetcher.Object) error {
-	sorted := slices.Clone(objects)
-	slices.SortStableFunc(sorted, func(a, b fetcher.Object) int {
-		return int(min(max(a.Size-b.Size, -1), 1))
-	})
-	for _, obj := range sorted {
+	var small, large []fetcher.Object
+	for _, obj := range objects {
+		if obj.Size <= r.cfg.PartSize {
+			small = append(small, obj)
+		} else {
+			large = append(large, obj)
+		}
+	}
+	slices.SortStableFunc(small, func(a, b fetcher.Object) int { return cmp.Compare(a.Size, b.Size) })
+	for _, obj := range append(small, large...) {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("prefetch: %w", err)
 		}
-		r.PrefetchObject(obj)
+		r.prefetchObject(sweepGroup, obj)
 	}
 	return nil
 }

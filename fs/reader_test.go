@@ -432,6 +432,53 @@ func TestFilesProgressFairly(t *testing.T) {
 	}
 }
 
+// TestPrefetchAllSweepsInOrder checks the order of --prefetch all's
+// sweep: objects of one part first, smallest first, then the larger ones
+// in the order given, each finished before the next (a copy reads them in
+// that order).
+func TestPrefetchAllSweepsInOrder(t *testing.T) {
+	store := newMemStore()
+	objs := []fetcher.Object{
+		store.put("a-big", randomBytes(20, 3*1024)),
+		store.put("b-part", randomBytes(21, 1024)),
+		store.put("c-big", randomBytes(22, 2*1024+1)),
+		store.put("d-tiny", randomBytes(23, 10)),
+	}
+	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: 1024}) // one worker for background
+	store.gate = make(chan struct{})
+	if err := r.PrefetchAll(context.Background(), objs); err != nil {
+		t.Fatal(err)
+	}
+	close(store.gate)
+	waitFor(t, func() bool { return r.Stats().PartsFetched == 8 })
+	want := []string{"d-tiny", "b-part", "a-big", "a-big", "a-big", "c-big", "c-big", "c-big"}
+	if got := store.order(); !slices.Equal(got[:len(want)], want) {
+		t.Fatalf("fetch order %v, want %v", got, want)
+	}
+}
+
+// TestPrefetchAllLeavesTurnsToOpenedFiles checks that the sweep is one
+// group among others: a file opened while it runs has its fill fetched
+// beside it, not after the whole tree.
+func TestPrefetchAllLeavesTurnsToOpenedFiles(t *testing.T) {
+	store := newMemStore()
+	big := store.put("big", randomBytes(24, 20*1024))
+	opened := store.put("opened", randomBytes(25, 3*1024))
+	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: 1024})
+	store.gate = make(chan struct{})
+	if err := r.PrefetchAll(context.Background(), []fetcher.Object{big}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return store.inflight.Load() == 1 })
+	r.PrefetchObject(opened)
+	close(store.gate)
+	waitFor(t, func() bool { return r.Stats().PartsFetched == 23 })
+	order := store.order()
+	if i := slices.Index(order, "opened"); i < 0 || i > 2 {
+		t.Fatalf("the opened file first fetched at position %d of %v", i, order[:6])
+	}
+}
+
 func TestReadaheadOnSequentialReads(t *testing.T) {
 	store := newMemStore()
 	const ps = 1024
