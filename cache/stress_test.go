@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/segfs/segfs/tests/leakcheck"
 )
 
 // TestConcurrentStress runs readers, writers, pins and eviction at once
@@ -88,12 +90,5 @@ func TestNoGoroutineLeak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if after := runtime.NumGoroutine(); after > before {
-		buf := make([]byte, 1<<16)
-		t.Fatalf("%d goroutines before, %d after:\n%s", before, after, buf[:runtime.Stack(buf, true)])
-	}
+	leakcheck.Settle(t, before, 5*time.Second)
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/segfs/segfs/tests/leakcheck"
 )
 
 // setAWSEnv gives the SDK fake credentials and keeps it away from any real
@@ -47,17 +49,7 @@ func unsetenv(t *testing.T, k string) {
 // running at its end. Call it first, so that its cleanup runs last.
 func checkGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutine leak: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	t.Cleanup(func() { leakcheck.Settle(t, before, 5*time.Second) })
 }
 
 // testIdle is the IdleTimeout of tests that make a response stall. Other

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/segfs/segfs/tests/leakcheck"
 )
 
 func TestEveryTaskRunsOnceWithinTheBound(t *testing.T) {
@@ -238,13 +240,7 @@ func TestCloseRunsQueuedTasksCancelledAndStopsWorkers(t *testing.T) {
 	if !ran {
 		t.Fatal("a task submitted after Close did not run with a cancelled context")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines after Close, %d before", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	leakcheck.Settle(t, before, 30*time.Second)
 }
 
 func TestReadaheadLeavesOneWorkerForDemand(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/segfs/segfs/tests/leakcheck"
 )
 
 // The shaper's bounds are checked from below only: a proxy may be late on
@@ -121,14 +123,7 @@ func TestShaperDelaysAndCaps(t *testing.T) {
 	}
 	client.CloseIdleConnections()
 	srv.CloseClientConnections()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<16)
-		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
+	leakcheck.Settle(t, before, 10*time.Second)
 }
 
 func TestShaperWithoutShapeIsAPlainProxy(t *testing.T) {
