@@ -18,19 +18,21 @@ import (
 // Reader.inflight until the part is in the disk cache (or was refused), so
 // that readers arriving meanwhile copy from data instead of fetching again.
 type partCall struct {
-	key  partKey
-	obj  fetcher.Object
-	done chan struct{}
+	key   partKey
+	obj   fetcher.Object
+	group string // the scheduler group it was queued in
+	done  chan struct{}
 
 	// Guarded by Reader.mu.
 	task    *prefetch.Task // nil until submitted
 	data    []byte         // valid after done, until refs drops to 0
 	sums    *cache.Sums    // data's block checksums, if the cache takes them
 	err     error
-	refs    int  // the fetch itself until it ends, plus each reader copying
-	kept    bool // data moved to the memory tier or held for a stream; not returned to the pool
-	fetched bool // done is closed and data or err is set
-	demand  bool // started or raised at demand priority: a reader waits on it
+	refs    int               // the fetch itself until it ends, plus each reader copying
+	kept    bool              // data moved to the memory tier or held for a stream; not returned to the pool
+	fetched bool              // done is closed and data or err is set
+	demand  bool              // started or raised at demand priority: a reader waits on it
+	prio    prefetch.Priority // the highest priority asked for it
 }
 
 // startPart makes sure part idx of obj is in flight at prio or higher,
@@ -52,6 +54,7 @@ func (r *Reader) startPartIn(group string, obj fetcher.Object, idx int64, prio p
 	if call := r.inflight[k]; call != nil {
 		task := call.task
 		call.demand = call.demand || prio == prefetch.Demand
+		call.prio = max(call.prio, prio)
 		r.mu.Unlock()
 		if task != nil {
 			r.sched.Raise(task, prio)
@@ -70,7 +73,7 @@ func (r *Reader) startPartIn(group string, obj fetcher.Object, idx int64, prio p
 		return
 	}
 
-	call := &partCall{key: k, obj: obj, done: make(chan struct{}), refs: 1, demand: prio == prefetch.Demand}
+	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), refs: 1, demand: prio == prefetch.Demand, prio: prio}
 	r.mu.Lock()
 	if r.closed || r.inflight[k] != nil {
 		r.mu.Unlock()
@@ -103,7 +106,7 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	}
 	start := time.Now()
 	r.receiving.Add(1)
-	err := fetcher.ReadRangeProgress(ctx, r.store, call.obj, call.key.idx*r.cfg.PartSize, buf, progress)
+	err := r.fetchPart(ctx, call, buf, sums, progress)
 	r.receiving.Add(-1)
 	r.stats.fetchNanos.Add(int64(time.Since(start)))
 	if err != nil {

@@ -86,6 +86,11 @@ type ReaderConfig struct {
 	// a read before the Reader stops following it (follow.go): its held
 	// parts go and its object's fill is queued again. Default 2s.
 	StreamIdle time.Duration
+	// SplitSize, if positive, lets a part fetch that finds workers of the
+	// pool idle split into that many more GETs, of at least SplitSize
+	// bytes each and at most MaxSplit in all, run in parallel on those
+	// workers (splitFetch). 0 fetches every part with one GET.
+	SplitSize int64
 	// DropAfterRead has the kernel drop a file's pages from its page cache
 	// when the last handle that segfs serves closes after reading the
 	// whole file, if the file is larger than a part (fileNode.release).
@@ -100,6 +105,8 @@ const (
 	DefaultMemoryLimit = 64 << 20
 	DefaultWriters     = 4
 	DefaultStreamIdle  = 2 * time.Second
+	// MaxSplit bounds the GETs one part fetch splits into.
+	MaxSplit = 8
 )
 
 func (c ReaderConfig) withDefaults(workers int) ReaderConfig {
@@ -145,6 +152,9 @@ type Reader struct {
 	receiving atomic.Int64
 	putq      chan *partCall // hands fetched parts to the writers; closed by Close
 	whole     *promoter      // nil unless cfg.Passthrough
+	// beforeSplit, if set (by tests), runs when a part fetch has decided
+	// to split, before it submits its ranges.
+	beforeSplit func()
 
 	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
 	writers sync.WaitGroup

@@ -26,10 +26,13 @@ type memStore struct {
 	mu      sync.Mutex
 	objects map[string][]byte
 	etags   map[string]string
-	gate    chan struct{} // if non-nil, ReadRange waits for it to close
-	gateKey string        // if set, only reads of this key wait at gate
-	fetched []string      // keys in the order ReadRange was called
-	fail    error         // if non-nil, ReadRange returns it
+	gate    chan struct{}                     // if non-nil, ReadRange waits for it to close
+	gateKey string                            // if set, only reads of this key wait at gate
+	fetched []string                          // keys in the order ReadRange was called
+	ranges  []readRange                       // every ReadRange call, in order
+	fail    error                             // if non-nil, ReadRange returns it
+	failAt  func(key string, off int64) error // if non-nil, ReadRange returns its error
+	latency time.Duration                     // each ReadRange takes at least this long
 
 	calls    atomic.Int64
 	inflight atomic.Int64
@@ -70,11 +73,22 @@ func (s *memStore) ReadRange(ctx context.Context, obj fetcher.Object, off int64,
 		gate = nil
 	}
 	s.fetched = append(s.fetched, obj.Key)
+	s.ranges = append(s.ranges, readRange{obj.Key, off, int64(len(p))})
 	data, etag := s.objects[obj.Key], s.etags[obj.Key]
+	if s.failAt != nil && fail == nil {
+		fail = s.failAt(obj.Key, off)
+	}
 	s.mu.Unlock()
 	if gate != nil {
 		select {
 		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if s.latency > 0 {
+		select {
+		case <-time.After(s.latency):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -88,6 +102,24 @@ func (s *memStore) ReadRange(ctx context.Context, obj fetcher.Object, off int64,
 	copy(p, data[off:off+int64(len(p))])
 	s.counters.Gets.Add(1)
 	return nil
+}
+
+// readRange is one ReadRange call of a memStore.
+type readRange struct {
+	key    string
+	off, n int64
+}
+
+func (s *memStore) rangesOf(key string) []readRange {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []readRange
+	for _, rr := range s.ranges {
+		if rr.key == key {
+			out = append(out, rr)
+		}
+	}
+	return out
 }
 
 func (s *memStore) order() []string {

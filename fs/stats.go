@@ -7,18 +7,19 @@ import (
 )
 
 type readerCounters struct {
-	reads, readBytes     atomic.Int64
-	memHits, diskHits    atomic.Int64
-	joins, rangeReads    atomic.Int64
-	partsFetched         atomic.Int64
-	fetchedBytes         atomic.Int64
-	fetchErrors, noSpace atomic.Int64
-	fetchNanos, putNanos atomic.Int64
-	started              [3]atomic.Int64 // part fetches started, by priority
-	heldHits, fillPaused atomic.Int64
-	pageDrops            atomic.Int64
-	idleStreams          atomic.Int64
-	openHandles          atomic.Int64 // a gauge
+	reads, readBytes      atomic.Int64
+	memHits, diskHits     atomic.Int64
+	joins, rangeReads     atomic.Int64
+	partsFetched          atomic.Int64
+	partsSplit, splitGets atomic.Int64
+	fetchedBytes          atomic.Int64
+	fetchErrors, noSpace  atomic.Int64
+	fetchNanos, putNanos  atomic.Int64
+	started               [3]atomic.Int64 // part fetches started, by priority
+	heldHits, fillPaused  atomic.Int64
+	pageDrops             atomic.Int64
+	idleStreams           atomic.Int64
+	openHandles           atomic.Int64 // a gauge
 }
 
 // ReaderStats is a snapshot of a Reader's counters.
@@ -35,6 +36,8 @@ type ReaderStats struct {
 	Joins         int64 // part reads that waited on a fetch already in flight
 	RangeReads    int64 // cold small reads served by a GET of their own range
 	PartsFetched  int64 // whole parts fetched
+	PartsSplit    int64 // part fetches split into several GETs run in parallel
+	SplitGets     int64 // the GETs of those split fetches
 	FetchedBytes  int64 // bytes fetched (parts and ranges)
 	FetchErrors   int64 // part fetches that failed
 	NoSpace       int64 // fetched parts the disk cache had no room for
@@ -68,6 +71,8 @@ func (c *readerCounters) snapshot(mem, held int64, inflight int) ReaderStats {
 		Joins:         c.joins.Load(),
 		RangeReads:    c.rangeReads.Load(),
 		PartsFetched:  c.partsFetched.Load(),
+		PartsSplit:    c.partsSplit.Load(),
+		SplitGets:     c.splitGets.Load(),
 		FetchedBytes:  c.fetchedBytes.Load(),
 		FetchErrors:   c.fetchErrors.Load(),
 		NoSpace:       c.noSpace.Load(),

@@ -231,6 +231,39 @@ func (s *Scheduler) pickLocked() *Task {
 	return nil
 }
 
+// Spare returns how many more tasks at prio would start at once if they
+// were submitted now: the workers that are free and that tasks of prio
+// may use, less the tasks already queued that would take them first (at
+// prio or higher). A running task that has work it could split uses it
+// to take only workers nothing else is waiting for. It is a snapshot:
+// tasks submitted meanwhile may take the workers first, and then a task
+// submitted on its strength waits in the queue like any other.
+func (s *Scheduler) Spare(prio Priority) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0
+	}
+	busy := 0
+	for p := range s.running {
+		busy += s.running[p]
+	}
+	for p := prio; p < numPriorities; p++ {
+		busy += s.queues[p].n
+	}
+	spare := s.cfg.Workers - busy
+	// The workers that pickLocked lets non-demand tasks use, less the
+	// ones running or queued for them ahead of this one.
+	nonDemand := s.running[Readahead] + s.running[Background]
+	switch prio {
+	case Readahead:
+		spare = min(spare, s.cfg.Workers-1-nonDemand-s.queues[Readahead].n)
+	case Background:
+		spare = min(spare, s.cfg.Workers-s.cfg.Reserved-nonDemand-s.queues[Readahead].n-s.queues[Background].n)
+	}
+	return max(spare, 0)
+}
+
 // Close cancels the context of running tasks, runs the queued ones with
 // that cancelled context, and waits for every worker to exit.
 func (s *Scheduler) Close() {

@@ -266,3 +266,48 @@ func TestReadaheadLeavesOneWorkerForDemand(t *testing.T) {
 	}
 	close(g.release)
 }
+
+// TestSpareIsWhatStartsAtOnce checks Spare against the scheduler itself:
+// as many tasks as it reports start at once, and one more waits.
+func TestSpareIsWhatStartsAtOnce(t *testing.T) {
+	s := New(Config{Workers: 4, Reserved: 1})
+	g := newGate()
+	want := map[Priority]int{Demand: 4, Readahead: 3, Background: 3}
+	for p, n := range want {
+		if got := s.Spare(p); got != n {
+			t.Errorf("idle: Spare(%v) = %d, want %d", p, got, n)
+		}
+	}
+	// Two background tasks hold two workers.
+	s.Submit("a", Background, g.task("bg0", true))
+	s.Submit("a", Background, g.task("bg1", true))
+	g.wait(t, 2)
+	want = map[Priority]int{Demand: 2, Readahead: 1, Background: 1}
+	for p, n := range want {
+		if got := s.Spare(p); got != n {
+			t.Errorf("two running: Spare(%v) = %d, want %d", p, got, n)
+		}
+	}
+	// The one spare background worker: a task takes it, the next waits.
+	s.Submit("b", Background, g.task("bg2", true))
+	g.wait(t, 1)
+	if got := s.Spare(Background); got != 0 {
+		t.Errorf("three running: Spare(background) = %d, want 0", got)
+	}
+	s.Submit("b", Background, g.task("bg3", true))
+	if got := s.Spare(Demand); got != 1 {
+		t.Errorf("three running, a background task queued: Spare(demand) = %d, want 1 (the queued task cannot take the last worker)", got)
+	}
+	if got := s.Spare(Readahead); got != 0 {
+		t.Errorf("Spare(readahead) = %d, want 0: readahead leaves the last worker to demand", got)
+	}
+	st := s.Stats()
+	if st.Running[Background] != 3 || st.Queued[Background] != 1 {
+		t.Fatalf("running %v queued %v; want 3 background running, 1 queued", st.Running, st.Queued)
+	}
+	close(g.release)
+	s.Close()
+	if got := s.Spare(Demand); got != 0 {
+		t.Errorf("closed: Spare(demand) = %d, want 0", got)
+	}
+}

@@ -94,6 +94,8 @@ func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.Fram
 		"joins":              rs.Joins,
 		"range_reads":        rs.RangeReads,
 		"parts_fetched":      rs.PartsFetched,
+		"parts_split":        rs.PartsSplit,
+		"split_gets":         rs.SplitGets,
 		"fetched_bytes":      rs.FetchedBytes,
 		"fetch_errors":       rs.FetchErrors,
 		"no_space":           rs.NoSpace,

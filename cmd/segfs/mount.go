@@ -34,6 +34,7 @@ type mountCmd struct {
 	PartSize          byteSize      `name:"part-size" default:"8MiB" help:"Size of the aligned parts that are fetched and cached."`
 	MaxFetches        int           `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, for the whole mount: the size of the fetch pool."`
 	BackgroundFetches int           `name:"background-fetches" placeholder:"N" help:"Most of the --max-fetches that background work (the rest of opened files; every file with --prefetch all) may hold; the others stay free for reads that wait and for readahead. Default: three quarters of --max-fetches; with --prefetch all, all but one."`
+	SplitSize         byteSize      `name:"split-size" default:"1MiB" help:"When fetch workers are idle, a part fetch splits into GETs of at least this size run in parallel on them (at most 8), so that a reader waiting on one part waits for several connections instead of one; a busy pool fetches whole parts. 0 fetches every part with one GET."`
 	Prefetch          string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file); all (every file after mounting, small files first)."`
 	MemoryCache       byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames, and for parts the disk cache cannot take (a full disk)."`
 	MaxRead           byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
@@ -75,6 +76,8 @@ func (c *mountCmd) validate() error {
 		return fmt.Errorf("--max-read %v: must be between 4KiB and 1MiB", c.MaxRead)
 	case c.Readahead < 4096 || c.Readahead > 64<<20 || c.Readahead%4096 != 0:
 		return fmt.Errorf("--readahead %v: must be a multiple of 4KiB between 4KiB and 64MiB", c.Readahead)
+	case c.SplitSize < 0 || (c.SplitSize > 0 && c.SplitSize < 64<<10):
+		return fmt.Errorf("--split-size %v: must be 0 (never split) or at least 64KiB", c.SplitSize)
 	case c.CacheSize < 0:
 		return fmt.Errorf("--cache-size %v: must not be negative", c.CacheSize)
 	case c.IdleTimeout <= 0:
@@ -138,6 +141,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		Prefetch:      c.Prefetch,
 		Passthrough:   c.Passthrough,
 		DropAfterRead: c.DropAfterRead,
+		SplitSize:     int64(c.SplitSize),
 		Logger:        log,
 	})
 	defer reader.Close()

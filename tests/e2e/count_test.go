@@ -47,8 +47,12 @@ func TestCountingColdRead(t *testing.T) {
 	t.Logf("cold 4 KiB read at %d: %d GETs, %d bytes fetched, %d retries; %d FUSE reads of %d bytes; %d range GETs, %d part GETs",
 		off, delta("gets"), delta("get_bytes"), delta("retries"), delta("reads"), delta("read_bytes"), delta("range_reads"), delta("parts_fetched"))
 	const part = 8 << 20
-	if delta("range_reads") != 1 || delta("parts_fetched") != 1 || delta("gets") != 2 {
-		t.Errorf("%d range GETs, %d part GETs, %d GETs; want 1, 1 and 2", delta("range_reads"), delta("parts_fetched"), delta("gets"))
+	// The part's fetch finds the pool idle and splits into GETs of
+	// --split-size (1 MiB) on eight workers.
+	if delta("range_reads") != 1 || delta("parts_fetched") != 1 || delta("parts_split") != 1 ||
+		delta("split_gets") != 8 || delta("gets") != 1+8 {
+		t.Errorf("%d range GETs, %d parts fetched, %d split into %d GETs, %d GETs; want 1, 1, 1 into 8, and 9",
+			delta("range_reads"), delta("parts_fetched"), delta("parts_split"), delta("split_gets"), delta("gets"))
 	}
 	if got, want := delta("get_bytes"), delta("read_bytes")+part; got != want {
 		t.Errorf("%d bytes fetched; want the %d bytes the kernel asked for plus one %d-byte part", got, delta("read_bytes"), part)

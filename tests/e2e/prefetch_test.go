@@ -200,7 +200,9 @@ func TestPrefetchSingleFlight(t *testing.T) {
 	bucket := newBucket(t, srv)
 	objs := map[string][]byte{"buffered": randomBytes(81, 4<<20), "direct": randomBytes(82, 4<<20)}
 	putObjects(t, srv, bucket, objs)
-	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "none", "--part-size", "4MiB")
+	// --split-size 0: one part, one GET (a split fetch would be one part
+	// fetch of several GETs; TestSplitFetchOfOneColdPart covers it).
+	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "none", "--part-size", "4MiB", "--split-size", "0")
 	for _, tc := range []struct {
 		name string
 		flag int
@@ -253,6 +255,48 @@ func TestPrefetchSingleFlight(t *testing.T) {
 }
 
 // TestPrefetchKilledReader starts a part fetch from process A, has this
+
+// TestSplitFetchOfOneColdPart: on an idle mount a cold part's fetch is
+// split into --split-size GETs run in parallel (eight of 1 MiB for an
+// 8 MiB part), and 100 readers of it still share that one part fetch.
+func TestSplitFetchOfOneColdPart(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	const part = 8 << 20
+	data := randomBytes(83, part)
+	putObjects(t, srv, bucket, map[string][]byte{"_0.fdt": data})
+	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "none", "--part-size", "8MiB")
+	before := harness.MustStats(t, m)
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() {
+			f, err := os.OpenFile(filepath.Join(m.Dir, "_0.fdt"), os.O_RDONLY|syscall.O_DIRECT, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer f.Close()
+			// At offset 0, where a read is the start of a stream and
+			// waits for its part (elsewhere, a lone read of up to 1 MiB
+			// is a small read, served by a GET of its own range).
+			if err := comparePread(f, data, 0, 1<<20); err != nil {
+				t.Errorf("reader %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	after := harness.WaitIdle(t, m)
+	d := func(k string) int64 { return delta(before, after, k) }
+	t.Logf("100 readers: %d parts fetched, %d split into %d GETs; %d GETs of %d bytes; %d range reads",
+		d("parts_fetched"), d("parts_split"), d("split_gets"), d("gets"), d("get_bytes"), d("range_reads"))
+	if d("parts_fetched") != 1 || d("parts_split") != 1 || d("split_gets") != 8 || d("gets") != 8 || d("range_reads") != 0 {
+		t.Errorf("want one part fetched, split into 8 GETs, and no other GET")
+	}
+	if d("get_bytes") != part {
+		t.Errorf("%d bytes fetched, want the part's %d once", d("get_bytes"), part)
+	}
+}
+
 // process (B) wait on the same part, and kills A (SIGKILL) while it waits:
 // B must get the right bytes from the same fetch, neither cancelled nor
 // made again.
@@ -263,7 +307,7 @@ func TestPrefetchKilledReader(t *testing.T) {
 	data := randomBytes(91, size)
 	putObjects(t, srv, bucket, map[string][]byte{"_0.fdt": data})
 	// One part for the whole object, and no fetch but the one A starts.
-	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "none", "--part-size", "64MiB")
+	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "none", "--part-size", "64MiB", "--split-size", "0")
 	path := filepath.Join(m.Dir, "_0.fdt")
 	before := harness.MustStats(t, m)
 

@@ -36,7 +36,8 @@ func TestPlan21InterruptedReader(t *testing.T) {
 	e := newEnv(t, nil, 21, map[string][]byte{key: data})
 	// One part for the whole object, and a stall far below the idle
 	// timeout, so that only the test decides when the body goes on.
-	m := e.mount(t, cacheDir(t), "--part-size", "4MiB", "--prefetch", "none", "--idle-timeout", "10m")
+	// --split-size 0: the part is one GET, which the stall holds.
+	m := e.mount(t, cacheDir(t), "--part-size", "4MiB", "--prefetch", "none", "--idle-timeout", "10m", "--split-size", "0")
 	path := filepath.Join(m.Dir, key)
 	e.rules(faults.Rule{Fault: faults.Stall, Key: key, Bytes: 64 << 10, Times: 1})
 	before := harness.MustStats(t, m)

@@ -1,0 +1,318 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/tests/leakcheck"
+)
+
+const splitPart = 512 << 10 // eight ranges of 64 KiB
+
+// checkRanges fails unless rs are n ranges that tile [0, size) of the
+// object, in any order.
+func checkRanges(t *testing.T, rs []readRange, n int, size int64) {
+	t.Helper()
+	slices.SortFunc(rs, func(a, b readRange) int { return int(a.off - b.off) })
+	if len(rs) != n {
+		t.Fatalf("%d GETs %v, want %d", len(rs), rs, n)
+	}
+	var at int64
+	for _, rr := range rs {
+		if rr.off != at || rr.n <= 0 {
+			t.Fatalf("GETs %v do not tile [0,%d)", rs, size)
+		}
+		at += rr.n
+	}
+	if at != size {
+		t.Fatalf("GETs %v cover [0,%d), want [0,%d)", rs, at, size)
+	}
+}
+
+func TestIdlePoolSplitsAPartFetch(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(11, splitPart+1000) // a whole part and a short one
+	obj := store.put("f", data)
+	pc := newFakeCache()
+	r := newTestReader(t, store, pc, 8, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+
+	got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
+	if err != nil || !bytes.Equal(got, data[:splitPart]) {
+		t.Fatalf("read of the first part: %v, or bytes differ", err)
+	}
+	// Eight workers, one of them the fetch itself: seven more GETs.
+	checkRanges(t, store.rangesOf("f"), 8, splitPart)
+	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	st := r.Stats()
+	if st.PartsFetched != 1 || st.PartsSplit != 1 || st.SplitGets != 8 || st.FetchedBytes != splitPart {
+		t.Fatalf("stats %+v: want one part fetched, split into 8 GETs, %d bytes", st, splitPart)
+	}
+	pc.mu.Lock()
+	cached := pc.parts[r.cacheKey(keyOf(obj, 0))]
+	pc.mu.Unlock()
+	if !bytes.Equal(cached, data[:splitPart]) {
+		t.Fatalf("the cached part differs from the object's bytes")
+	}
+	// The last part, 1000 bytes, is below two SplitSizes: one GET.
+	got, err = r.ReadAt(context.Background(), obj, make([]byte, 1000), splitPart, nil)
+	if err != nil || !bytes.Equal(got, data[splitPart:]) {
+		t.Fatalf("read of the last part: %v, or bytes differ", err)
+	}
+	if n := len(store.rangesOf("f")); n != 9 {
+		t.Fatalf("%d GETs after the short part, want 9", n)
+	}
+}
+
+func TestSplitIsBoundedBySplitSizeAndMaxSplit(t *testing.T) {
+	for _, tc := range []struct {
+		split int64
+		want  int
+	}{
+		{split: 128 << 10, want: 4}, // a part of four SplitSizes
+		{split: 32 << 10, want: MaxSplit},
+		{split: 300 << 10, want: 1}, // less than two SplitSizes
+	} {
+		store := newMemStore()
+		data := randomBytes(12, splitPart)
+		obj := store.put("f", data)
+		r := newTestReader(t, store, newFakeCache(), 16, ReaderConfig{PartSize: splitPart, SplitSize: tc.split, Prefetch: PrefetchNone})
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("split %d: %v, or bytes differ", tc.split, err)
+		}
+		checkRanges(t, store.rangesOf("f"), tc.want, splitPart)
+	}
+}
+
+// A pool whose workers are all taken or queued for fetches the part
+// cannot take them from: the part is one GET.
+func TestBusyPoolFetchesWholeParts(t *testing.T) {
+	store := newMemStore()
+	big := store.put("big", randomBytes(13, 8*splitPart))
+	data := randomBytes(14, splitPart)
+	obj := store.put("f", data)
+	store.gate, store.gateKey = make(chan struct{}), "big"
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchOpen})
+	// The big file's fill holds the three workers background work may
+	// use (a quarter, one, is kept for the rest) and queues five more.
+	r.PrefetchObject(big)
+	waitFor(t, func() bool { return store.inflight.Load() == 3 })
+	got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read: %v, or bytes differ", err)
+	}
+	checkRanges(t, store.rangesOf("f"), 1, splitPart)
+	close(store.gate)
+}
+
+func TestSplitRangeFailureFailsThePart(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(15, splitPart)
+	obj := store.put("f", data)
+	boom := errors.New("connection reset")
+	store.failAt = func(key string, off int64) error {
+		if off == 3*(64<<10) {
+			return boom
+		}
+		return nil
+	}
+	pc := newFakeCache()
+	r := newTestReader(t, store, pc, 8, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	if _, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil); !errors.Is(err, boom) {
+		t.Fatalf("read with one range failing: %v, want %v", err, boom)
+	}
+	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	if n := pc.putCount(); n != 0 {
+		t.Fatalf("%d parts cached after a failed range", n)
+	}
+	if st := r.Stats(); st.FetchErrors != 1 || st.PartsFetched != 0 {
+		t.Fatalf("stats %+v: want one failed fetch, none fetched", st)
+	}
+	// The next read fetches the part again, whole and right.
+	store.mu.Lock()
+	store.failAt = nil
+	store.mu.Unlock()
+	got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read after the failure: %v, or bytes differ", err)
+	}
+}
+
+// The checksums of a split part are summed in order after its ranges
+// arrive out of order: a real cache must take the part and serve it back
+// from disk, checked, with the remote gone.
+func TestSplitPartIsCachedWithRightChecksums(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	pc, err := cache.Open(cache.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	store := newMemStore()
+	data := randomBytes(16, 2*splitPart)
+	obj := store.put("f", data)
+	cfg := ReaderConfig{Source: "test", PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone}
+	sched := prefetch.New(prefetch.Config{Workers: 8})
+	r := NewReader(store, pc, sched, cfg)
+	for off := int64(0); off < int64(len(data)); off += splitPart {
+		if _, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), off, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := r.Stats(); st.PartsSplit != 2 {
+		t.Fatalf("%d parts split, want 2", st.PartsSplit)
+	}
+	r.Close()
+	sched.Close()
+
+	store.mu.Lock()
+	store.fail = errors.New("remote gone")
+	store.mu.Unlock()
+	sched = prefetch.New(prefetch.Config{Workers: 8})
+	defer sched.Close()
+	r = NewReader(store, pc, sched, cfg)
+	defer r.Close()
+	got, err := r.ReadAt(context.Background(), obj, make([]byte, len(data)), 0, nil)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read from the disk cache: %v, or bytes differ", err)
+	}
+	if st := r.Stats(); st.DiskHits != 2 || st.PartsFetched != 0 {
+		t.Fatalf("stats %+v: want both parts from the disk, nothing fetched", st)
+	}
+	if cs := pc.Stats(); cs.CorruptRemoved != 0 {
+		t.Fatalf("%d parts found damaged", cs.CorruptRemoved)
+	}
+}
+
+// Close while the ranges of a split part hang on the remote ends them
+// all: the reader gets an error, and no goroutine is left.
+func TestCloseEndsASplitFetch(t *testing.T) {
+	before := runtime.NumGoroutine()
+	store := newMemStore()
+	obj := store.put("f", randomBytes(17, splitPart))
+	store.gate = make(chan struct{}) // never opens
+	sched := prefetch.New(prefetch.Config{Workers: 8})
+	r := NewReader(store, newFakeCache(), sched, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	var wg sync.WaitGroup
+	var readErr error
+	wg.Go(func() {
+		_, readErr = r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
+	})
+	waitFor(t, func() bool { return store.inflight.Load() == 8 })
+	done := make(chan struct{})
+	go func() {
+		r.Close()
+		sched.Close()
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // hang guard only
+		t.Fatal("Close did not end a split fetch")
+	}
+	if readErr == nil {
+		t.Fatal("a read whose fetch was cancelled returned no error")
+	}
+	leakcheck.Settle(t, before, 10*time.Second)
+}
+
+// Many parts read at once on a small pool: ranges of split fetches queue
+// behind other parts' fetches, and a fetch that waits for its ranges must
+// not hold the worker they need. Every read ends with the right bytes,
+// and every byte is fetched once.
+func TestConcurrentSplitsDoNotDeadlock(t *testing.T) {
+	const parts = 32
+	store := newMemStore()
+	data := randomBytes(18, parts*splitPart)
+	obj := store.put("f", data)
+	store.latency = time.Millisecond
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	var wg sync.WaitGroup
+	errs := make(chan error, parts)
+	for i := range parts {
+		if i%4 == 0 {
+			time.Sleep(time.Millisecond) // readers arrive in small waves
+		}
+		wg.Go(func() {
+			off := int64(i) * splitPart
+			got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), off, nil)
+			if err == nil && !bytes.Equal(got, data[off:off+splitPart]) {
+				err = errors.New("bytes differ")
+			}
+			if err != nil {
+				errs <- fmt.Errorf("part %d: %w", i, err)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second): // hang guard only
+		t.Fatal("concurrent split fetches did not finish")
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	checkRanges(t, store.rangesOf("f"), len(store.rangesOf("f")), int64(len(data)))
+	st := r.Stats()
+	t.Logf("%d parts fetched, %d split into %d GETs", st.PartsFetched, st.PartsSplit, st.SplitGets)
+	if st.PartsFetched != parts || st.PartsSplit == 0 {
+		t.Fatalf("stats %+v: want %d parts fetched, some split", st, parts)
+	}
+}
+
+// A split fetch whose range is still queued when its own range is in
+// fetches that range itself: it does not wait for a worker that may
+// never come. Here the one other worker is taken, between the decision
+// to split and the ranges' submission, by a task that ends only after
+// the read.
+func TestSplitFetchTakesBackItsQueuedRanges(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(19, splitPart)
+	obj := store.put("f", data)
+	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	release, started := make(chan struct{}), make(chan struct{})
+	r.beforeSplit = func() {
+		r.sched.Submit("other", prefetch.Demand, func(ctx context.Context) {
+			close(started)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		})
+		<-started
+	}
+	defer close(release)
+	var got []byte
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		got, err = r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // hang guard only
+		t.Fatal("the split fetch waits for a range no worker will run")
+	}
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read: %v, or bytes differ", err)
+	}
+	checkRanges(t, store.rangesOf("f"), 2, splitPart)
+	if c := r.sched.Stats().Cancelled; c != 1 {
+		t.Fatalf("%d tasks taken back, want the one queued range", c)
+	}
+}
