@@ -79,7 +79,7 @@ distclean: clean
 	rm -rf $(BIN)
 
 # Benchmarks, not run in CI: segfs and its baselines in one run, through a
-# shaped remote (toxiproxy in front of versitygw). Extra flags go in
+# shaped remote (the bench's own proxy in front of versitygw). Extra flags go in
 # BENCH_FLAGS, e.g. make bench BENCH_FLAGS='--profile loopback --keep-going'.
 .PHONY: bench bench-quick
 bench: deps build
