@@ -33,6 +33,7 @@ type partCall struct {
 	fetched bool              // done is closed and data or err is set
 	demand  bool              // started or raised at demand priority: a reader waits on it
 	prio    prefetch.Priority // the highest priority asked for it
+	ranges  []*prefetch.Task  // the other ranges' tasks while a split fetch runs (split.go)
 }
 
 // startPart makes sure part idx of obj is in flight at prio or higher,
@@ -55,9 +56,13 @@ func (r *Reader) startPartIn(group string, obj fetcher.Object, idx int64, prio p
 		task := call.task
 		call.demand = call.demand || prio == prefetch.Demand
 		call.prio = max(call.prio, prio)
+		ranges := call.ranges
 		r.mu.Unlock()
 		if task != nil {
 			r.sched.Raise(task, prio)
+		}
+		for _, t := range ranges {
+			r.sched.Raise(t, prio)
 		}
 		return
 	}

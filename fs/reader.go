@@ -352,11 +352,11 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 			call.data = h.data // released by its last reader; the stream still holds it
 		}
 	}
-	var task *prefetch.Task
+	var tasks []*prefetch.Task
 	if held {
 		call.refs++
 	} else {
-		task = r.joinLocked(call)
+		tasks = r.joinLocked(call)
 	}
 	r.mu.Unlock()
 	release := func() {
@@ -367,7 +367,7 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 	if held {
 		r.stats.heldHits.Add(1)
 	} else {
-		r.raiseJoined(task)
+		r.raiseJoined(tasks)
 		select {
 		case <-call.done:
 		case <-ctx.Done():
@@ -384,20 +384,26 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 }
 
 // joinLocked makes the caller one more reader waiting on call, which is
-// then demand work, and returns its task, to be raised by raiseJoined
-// once r.mu is released. r.mu must be held.
-func (r *Reader) joinLocked(call *partCall) *prefetch.Task {
+// then demand work, and returns its tasks (the call's, if it has one yet,
+// and those of its ranges while a split fetch runs), to be raised by
+// raiseJoined once r.mu is released. r.mu must be held.
+func (r *Reader) joinLocked(call *partCall) []*prefetch.Task {
 	call.refs++
 	call.demand = true
-	return call.task
+	call.prio = prefetch.Demand
+	tasks := make([]*prefetch.Task, 0, 1+len(call.ranges))
+	if call.task != nil {
+		tasks = append(tasks, call.task)
+	}
+	return append(tasks, call.ranges...)
 }
 
-// raiseJoined counts a join and raises its call's task, if it has one
-// yet, to demand: a reader waits on it.
-func (r *Reader) raiseJoined(task *prefetch.Task) {
+// raiseJoined counts a join and raises its call's tasks to demand: a
+// reader waits on them.
+func (r *Reader) raiseJoined(tasks []*prefetch.Task) {
 	r.stats.joins.Add(1)
-	if task != nil {
-		r.sched.Raise(task, prefetch.Demand)
+	for _, t := range tasks {
+		r.sched.Raise(t, prefetch.Demand)
 	}
 }
 
@@ -429,9 +435,9 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 		}
 		call := r.inflight[k]
 		if call != nil && (!small || call.fetched || call.demand) {
-			task := r.joinLocked(call)
+			tasks := r.joinLocked(call)
 			r.mu.Unlock()
-			r.raiseJoined(task)
+			r.raiseJoined(tasks)
 			return r.waitCall(ctx, call, p, off)
 		}
 		r.mu.Unlock()

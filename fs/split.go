@@ -26,6 +26,10 @@ import (
 // so a pool kept busy (a --prefetch all sweep, a file's background fill)
 // fetches whole parts as before.
 //
+// A reader that comes to wait on a part whose fetch split raises the
+// ranges with the part, so a range still queued at background priority
+// does not wait behind other files' background work.
+//
 // The fetch that split waits for its ranges without holding a worker
 // that a range needs: once its own range is in, it takes back each range
 // still queued (Scheduler.Cancel) and fetches it itself, and waits only
@@ -60,6 +64,7 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 	r.stats.partsSplit.Add(1)
 	r.stats.splitGets.Add(int64(len(ranges)))
 	subs := make([]*subRange, len(ranges)-1)
+	tasks := make([]*prefetch.Task, len(subs))
 	for i, rg := range ranges[1:] {
 		sub := &subRange{lo: rg[0], hi: rg[1], done: make(chan struct{})}
 		subs[i] = sub
@@ -67,7 +72,25 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 			sub.err = r.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
 			close(sub.done)
 		})
+		tasks[i] = sub.task
 	}
+	// A reader that comes to wait on the part raises its ranges with it
+	// (startPartIn); a raise that comes before this sees the part's task
+	// only, so raise the ranges to what the part has reached meanwhile.
+	r.mu.Lock()
+	call.ranges = tasks
+	now := call.prio
+	r.mu.Unlock()
+	if now > prio {
+		for _, t := range tasks {
+			r.sched.Raise(t, now)
+		}
+	}
+	defer func() {
+		r.mu.Lock()
+		call.ranges = nil
+		r.mu.Unlock()
+	}()
 	// The first range with the progress of the checksums, which sum
 	// blocks in order: the rest are summed below, once they are in.
 	first := ranges[0][1]

@@ -316,3 +316,57 @@ func TestSplitFetchTakesBackItsQueuedRanges(t *testing.T) {
 		t.Fatalf("%d tasks taken back, want the one queued range", c)
 	}
 }
+
+// A reader that comes to wait on a background part fetch that split
+// raises the ranges still queued with it: they may then run on the
+// workers background work leaves to demand, instead of waiting behind
+// other background work.
+func TestJoiningReaderRaisesQueuedRanges(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(20, splitPart)
+	obj := store.put("f", data)
+	store.gate, store.gateKey = make(chan struct{}), "f" // every GET of f waits
+	// Four workers, one kept from background work: the part's fetch and
+	// its two ranges may use three.
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchOpen})
+	release := make(chan struct{})
+	defer close(release)
+	r.beforeSplit = func() {
+		// Two other background tasks take the background workers
+		// before the ranges are submitted, so both ranges queue.
+		started := make(chan struct{}, 2)
+		for range 2 {
+			r.sched.Submit("other", prefetch.Background, func(ctx context.Context) {
+				started <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			})
+		}
+		<-started
+		<-started
+	}
+	r.PrefetchObject(obj)
+	waitFor(t, func() bool { return r.sched.Stats().Queued[prefetch.Background] == 2 })
+
+	done := make(chan error, 1)
+	go func() {
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
+		if err == nil && !bytes.Equal(got, data) {
+			err = errors.New("bytes differ")
+		}
+		done <- err
+	}()
+	// The part's fetch and a raised range run at demand, the other
+	// range waits at demand for a worker.
+	waitFor(t, func() bool {
+		st := r.sched.Stats()
+		return st.Running[prefetch.Demand] == 2 && st.Queued[prefetch.Demand] == 1 && st.Queued[prefetch.Background] == 0
+	})
+	close(store.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkRanges(t, store.rangesOf("f"), 3, splitPart)
+}
