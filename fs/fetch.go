@@ -31,8 +31,7 @@ type partCall struct {
 	refs    int               // the fetch itself until it ends, plus each reader copying
 	kept    bool              // data moved to the memory tier or held for a stream; not returned to the pool
 	fetched bool              // done is closed and data or err is set
-	demand  bool              // started or raised at demand priority: a reader waits on it
-	prio    prefetch.Priority // the highest priority asked for it
+	prio    prefetch.Priority // the highest priority asked for it; Demand: a reader waits on it
 	ranges  []*prefetch.Task  // the other ranges' tasks while a split fetch runs (split.go)
 }
 
@@ -54,7 +53,6 @@ func (r *Reader) startPartIn(group string, obj fetcher.Object, idx int64, prio p
 	}
 	if call := r.inflight[k]; call != nil {
 		task := call.task
-		call.demand = call.demand || prio == prefetch.Demand
 		call.prio = max(call.prio, prio)
 		ranges := call.ranges
 		r.mu.Unlock()
@@ -78,7 +76,7 @@ func (r *Reader) startPartIn(group string, obj fetcher.Object, idx int64, prio p
 		return
 	}
 
-	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), refs: 1, demand: prio == prefetch.Demand, prio: prio}
+	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), refs: 1, prio: prio}
 	r.mu.Lock()
 	if r.closed || r.inflight[k] != nil {
 		r.mu.Unlock()

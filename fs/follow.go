@@ -114,7 +114,7 @@ func (r *Reader) pauseFillLocked(st *stream) {
 	reach := st.pos + int64(r.cfg.MaxReadahead)
 	for k, call := range r.inflight {
 		if k.key != st.obj.Key || k.etag != st.obj.ETag ||
-			call.demand || call.task == nil || call.fetched {
+			call.prio == prefetch.Demand || call.task == nil || call.fetched {
 			continue
 		}
 		if k.idx <= reach {

@@ -89,7 +89,7 @@ type ReaderConfig struct {
 	// SplitSize, if positive, lets a part fetch that finds workers of the
 	// pool idle split into that many more GETs, of at least SplitSize
 	// bytes each and at most MaxSplit in all, run in parallel on those
-	// workers (splitFetch). 0 fetches every part with one GET.
+	// workers (fetchPart, split.go). 0 fetches every part with one GET.
 	SplitSize int64
 	// DropAfterRead has the kernel drop a file's pages from its page cache
 	// when the last handle that segfs serves closes after reading the
@@ -389,7 +389,6 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 // raiseJoined once r.mu is released. r.mu must be held.
 func (r *Reader) joinLocked(call *partCall) []*prefetch.Task {
 	call.refs++
-	call.demand = true
 	call.prio = prefetch.Demand
 	tasks := make([]*prefetch.Task, 0, 1+len(call.ranges))
 	if call.task != nil {
@@ -434,7 +433,7 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 			return nil
 		}
 		call := r.inflight[k]
-		if call != nil && (!small || call.fetched || call.demand) {
+		if call != nil && (!small || call.fetched || call.prio == prefetch.Demand) {
 			tasks := r.joinLocked(call)
 			r.mu.Unlock()
 			r.raiseJoined(tasks)

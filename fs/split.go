@@ -41,7 +41,6 @@ import (
 // subRange is one range of a split part fetch, run as its own task.
 type subRange struct {
 	lo, hi int64 // within the part
-	task   *prefetch.Task
 	done   chan struct{}
 	err    error // set before done is closed
 }
@@ -68,11 +67,10 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 	for i, rg := range ranges[1:] {
 		sub := &subRange{lo: rg[0], hi: rg[1], done: make(chan struct{})}
 		subs[i] = sub
-		sub.task = r.sched.Submit(call.group, prio, func(ctx context.Context) {
+		tasks[i] = r.sched.Submit(call.group, prio, func(ctx context.Context) {
 			sub.err = r.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
 			close(sub.done)
 		})
-		tasks[i] = sub.task
 	}
 	// A reader that comes to wait on the part raises its ranges with it
 	// (startPartIn); a raise that comes before this sees the part's task
@@ -95,8 +93,8 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 	// blocks in order: the rest are summed below, once they are in.
 	first := ranges[0][1]
 	err := fetcher.ReadRangeProgress(ctx, r.store, call.obj, base, buf[:first], progress)
-	for _, sub := range subs {
-		if r.sched.Cancel(sub.task) {
+	for i, sub := range subs {
+		if r.sched.Cancel(tasks[i]) {
 			if err == nil { // else the part has failed: leave the range
 				sub.err = r.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
 			}

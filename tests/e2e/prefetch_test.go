@@ -254,8 +254,6 @@ func TestPrefetchSingleFlight(t *testing.T) {
 	}
 }
 
-// TestPrefetchKilledReader starts a part fetch from process A, has this
-
 // TestSplitFetchOfOneColdPart: on an idle mount a cold part's fetch is
 // split into --split-size GETs run in parallel (eight of 1 MiB for an
 // 8 MiB part), and 100 readers of it still share that one part fetch.
@@ -297,6 +295,7 @@ func TestSplitFetchOfOneColdPart(t *testing.T) {
 	}
 }
 
+// TestPrefetchKilledReader starts a part fetch from process A, has this
 // process (B) wait on the same part, and kills A (SIGKILL) while it waits:
 // B must get the right bytes from the same fetch, neither cancelled nor
 // made again.
