@@ -53,13 +53,17 @@ type Resources struct {
 }
 
 // FetchSample is one reading of the fetch pool, Ms after the sampler
-// started: GETs running and waiting (all priorities), and the bytes
-// fetched so far in the case.
+// started: GETs running and waiting (all priorities), and so far in the
+// case the bytes fetched, the bytes served to readers, and the part reads
+// served from the disk cache and from parts held for a sequential reader.
 type FetchSample struct {
-	Ms      int64 `json:"ms"`
-	Running int64 `json:"running"`
-	Queued  int64 `json:"queued"`
-	Fetched int64 `json:"fetched_bytes"`
+	Ms       int64 `json:"ms"`
+	Running  int64 `json:"running"`
+	Queued   int64 `json:"queued"`
+	Fetched  int64 `json:"fetched_bytes"`
+	Served   int64 `json:"served_bytes"`
+	DiskHits int64 `json:"disk_hits"`
+	HeldHits int64 `json:"held_hits"`
 }
 
 // statsFunc fetches the mount's counters (harness.Mount.Stats).
@@ -136,10 +140,13 @@ func (s *sampler) sample(ctx context.Context) {
 		s.res.PeakHeap = max(s.res.PeakHeap, stats["heap_bytes"])
 		s.res.Workers = stats["workers"]
 		s.res.Fetches = append(s.res.Fetches, FetchSample{
-			Ms:      time.Since(s.start).Milliseconds(),
-			Running: stats["running_demand"] + stats["running_readahead"] + stats["running_background"],
-			Queued:  stats["queued_demand"] + stats["queued_readahead"] + stats["queued_background"],
-			Fetched: stats["get_bytes"] - s.before["get_bytes"],
+			Ms:       time.Since(s.start).Milliseconds(),
+			Running:  stats["running_demand"] + stats["running_readahead"] + stats["running_background"],
+			Queued:   stats["queued_demand"] + stats["queued_readahead"] + stats["queued_background"],
+			Fetched:  stats["get_bytes"] - s.before["get_bytes"],
+			Served:   stats["read_bytes"] - s.before["read_bytes"],
+			DiskHits: stats["disk_hits"] - s.before["disk_hits"],
+			HeldHits: stats["held_hits"] - s.before["held_hits"],
 		})
 	} else if ctx.Err() == nil {
 		s.lastErr = serr
