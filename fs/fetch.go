@@ -363,6 +363,25 @@ func (r *Reader) prefetchObject(group string, obj fetcher.Object) {
 	r.promote(obj) // built now if every part was cached already
 }
 
+// SmallAhead is how many of the small files (one part or less) that
+// follow an opened file in its directory PrefetchSmallAfter queues.
+const SmallAhead = 32
+
+// PrefetchSmallAfter queues in the background, once each, the first
+// SmallAhead of objs: the small files that follow a file just opened in
+// its directory, in listing order, of which --prefetch open fetches
+// ahead. A copy of a directory opens its files one after another in
+// that order, and each small file is one GET that the copy would
+// otherwise wait for in turn, with the pool idle around it (measured on
+// the bench: 0-4 GETs in flight for 0.1-0.5 s at a time of a 5 s copy).
+// A search engine opening a segment reads its small files too. The
+// larger files are left to their own open.
+func (r *Reader) PrefetchSmallAfter(objs []fetcher.Object) {
+	for _, obj := range objs[:min(len(objs), SmallAhead)] {
+		r.prefetchObject(obj.Key, obj)
+	}
+}
+
 // sweepGroup is the scheduler group of PrefetchAll's fetches. Object
 // keys cannot hold a NUL, so no file's own group has this name.
 const sweepGroup = "\x00prefetch-all"

@@ -25,6 +25,10 @@ type fileNode struct {
 	reader *Reader
 	frames *FrameReader // serves entries with a seek table
 	log    *slog.Logger
+	// The small files of the node's directory (smallFiles), and the
+	// index in them of the first one after the node in listing order.
+	smallDir   *smallFiles
+	smallAfter int
 
 	// Guarded by mu: how the open handles read. The kernel refuses an open
 	// in passthrough mode while the file is open in the usual mode, and
@@ -189,6 +193,9 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	if f.reader.Prefetch() != PrefetchNone {
 		f.reader.PrefetchObject(f.obj)
+	}
+	if f.reader.Prefetch() == PrefetchOpen && f.smallDir != nil {
+		f.reader.PrefetchSmallAfter(f.smallDir.objs[f.smallAfter:])
 	}
 	if f.entry.Table == nil {
 		f.reader.promote(f.obj) // built now if every part is cached

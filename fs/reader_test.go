@@ -776,3 +776,27 @@ func TestSmallReadAcrossPartsDoesNotWaitForParts(t *testing.T) {
 		t.Fatalf("range GETs %d, demand parts %d, background parts %d; want 2, 0, 2", st.RangeReads, st.StartedDemand, st.StartedBack)
 	}
 }
+
+// PrefetchSmallAfter queues the first SmallAhead objects it is given, each
+// once however often it is asked.
+func TestPrefetchSmallAfterIsBounded(t *testing.T) {
+	store := newMemStore()
+	var objs []fetcher.Object
+	for i := range SmallAhead + 8 {
+		objs = append(objs, store.put(fmt.Sprint("f", i), randomBytes(uint64(100+i), 100)))
+	}
+	store.gate = make(chan struct{})
+	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: 4096, Prefetch: PrefetchOpen})
+	r.PrefetchSmallAfter(objs)
+	r.PrefetchSmallAfter(objs[1:])
+	if n := r.Stats().StartedBack; n != SmallAhead+1 {
+		t.Fatalf("%d background fetches started, want %d: the first %d, then one more from the second call", n, SmallAhead+1, SmallAhead)
+	}
+	close(store.gate)
+	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	for _, obj := range objs[SmallAhead+1:] {
+		if slices.Contains(store.order(), obj.Key) {
+			t.Errorf("%s was fetched; it is past the bound", obj.Key)
+		}
+	}
+}

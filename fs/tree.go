@@ -10,6 +10,8 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/segfs/segfs/fetcher"
 )
 
 // Root is the root directory of a segfs mount. Build it with NewRoot and
@@ -47,6 +49,7 @@ func NewRoot(entries []Entry, reader *Reader, frames *FrameReader, log *slog.Log
 // OnAdd builds the whole tree once, with persistent inodes.
 func (r *Root) OnAdd(ctx context.Context) {
 	dirs := dirSet(r.entries)
+	small := make(map[string]*smallFiles) // by directory
 	for _, e := range r.entries {
 		if !validKey(e.Name) {
 			r.log.Warn("skipping object with an unusable name", "key", e.Obj.Key)
@@ -73,9 +76,25 @@ func (r *Root) OnAdd(ctx context.Context) {
 		if e.Table != nil {
 			r.reader.NoPassthrough(e.Obj)
 		}
-		node := &fileNode{entry: e, obj: e.Obj, reader: r.reader, frames: r.frames, log: r.log}
+		sf := small[dir]
+		if sf == nil {
+			sf = &smallFiles{}
+			small[dir] = sf
+		}
+		node := &fileNode{entry: e, obj: e.Obj, reader: r.reader, frames: r.frames, log: r.log,
+			smallDir: sf, smallAfter: len(sf.objs)}
+		if e.Obj.Size <= r.reader.PartSize() {
+			sf.objs = append(sf.objs, e.Obj)
+			node.smallAfter++
+		}
 		parent.AddChild(base, parent.NewPersistentInode(ctx, node, gofs.StableAttr{}), false)
 	}
+}
+
+// smallFiles are the objects of one directory that are one part or less,
+// in listing order (fileNode.Open prefetches the ones after a file).
+type smallFiles struct {
+	objs []fetcher.Object
 }
 
 // dirSet returns the set of every directory path implied by the names.

@@ -462,3 +462,51 @@ func TestSequentialReaderPausesFill(t *testing.T) {
 		t.Errorf("%d GETs to read the file again after its fill; want 0", n)
 	}
 }
+
+// TestPrefetchOpenFetchesTheSmallFilesAfter: with --prefetch open, opening
+// a file queues the files of one part or less that follow it in its
+// directory, in listing order; not the ones before it, not the larger
+// ones, not another directory's.
+func TestPrefetchOpenFetchesTheSmallFilesAfter(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	objs := map[string][]byte{
+		"d/_0.fdt": randomBytes(84, 1<<20+5000), // two parts, before
+		"d/_0.fdx": randomBytes(85, 100<<10),    // opened
+		"d/_0.fnm": randomBytes(86, 2000),       // small, after
+		"d/_0.tim": randomBytes(87, 3<<20),      // large, after
+		"d/_0.tip": randomBytes(88, 1<<20),      // small (one whole part), after
+		"e/_1.si":  randomBytes(89, 500),        // small, another directory
+	}
+	putObjects(t, srv, bucket, objs)
+	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "open", "--part-size", "1MiB")
+	before := harness.MustStats(t, m)
+	f, err := os.Open(filepath.Join(m.Dir, "d", "_0.fdx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	after := harness.WaitIdle(t, m)
+	// The opened file's own part and the two small files after it.
+	if n := delta(before, after, "parts_fetched"); n != 3 {
+		t.Errorf("%d parts fetched after the open, want 3: _0.fdx, _0.fnm, _0.tip", n)
+	}
+	cost := func(name string) int64 {
+		t.Helper()
+		s0 := harness.MustStats(t, m)
+		if err := readWhole(filepath.Join(m.Dir, filepath.FromSlash(name)), objs[name]); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return delta(s0, harness.WaitIdle(t, m), "gets")
+	}
+	for _, name := range []string{"d/_0.fnm", "d/_0.tip"} {
+		if n := cost(name); n != 0 {
+			t.Errorf("%s cost %d GETs after the open of _0.fdx; want it fetched already", name, n)
+		}
+	}
+	for _, name := range []string{"d/_0.fdt", "d/_0.tim", "e/_1.si"} {
+		if n := cost(name); n == 0 {
+			t.Errorf("%s was fetched by the open of _0.fdx; want only the small files after it in its directory", name)
+		}
+	}
+}
