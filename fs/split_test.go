@@ -241,7 +241,12 @@ func TestConcurrentSplitsDoNotDeadlock(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, parts)
 	for i := range parts {
-		if i%4 == 0 {
+		switch {
+		case i == 1:
+			// The first reader came alone to an idle pool: its fetch
+			// splits, and the others arrive while its ranges run.
+			waitFor(t, func() bool { return r.Stats().PartsSplit >= 1 })
+		case i%4 == 0:
 			time.Sleep(time.Millisecond) // readers arrive in small waves
 		}
 		wg.Go(func() {
