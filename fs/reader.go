@@ -293,7 +293,7 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 
 	// Start the fetches of every further part this read spans before
 	// waiting on the first. Not for a small read: each of its parts is
-	// served by a GET of its own range (readPart), and a part started
+	// served by a GET of its own range (readSmallParts), and a part started
 	// here at demand would make it wait for the whole part instead
 	// (measured: a read around a page fault of a mapped file that
 	// crossed a part border waited as long as an 8 MiB GET).
@@ -306,12 +306,20 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 	if byRef && first == last && !small {
 		out, release = r.borrowPart(ctx, obj, first, out, off-first*ps)
 	}
-	for i := first; i <= last && release == nil; i++ {
-		lo := max(off, i*ps)
-		hi := min(end, (i+1)*ps)
-		if err := r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, small); err != nil {
-			return nil, nil, fmt.Errorf("read %s [%d,%d): %w", obj.Key, off, end, err)
+	var err error
+	switch {
+	case release != nil:
+	case small && last > first:
+		err = r.readSmallParts(ctx, obj, out, off, first, last)
+	default:
+		for i := first; i <= last && err == nil; i++ {
+			lo := max(off, i*ps)
+			hi := min(end, (i+1)*ps)
+			err = r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, small)
 		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s [%d,%d): %w", obj.Key, off, end, err)
 	}
 	if window > 0 {
 		from, to := seq.ahead(last, int64(window))
@@ -321,6 +329,33 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 	}
 	r.stats.readBytes.Add(int64(len(out)))
 	return out, release, nil
+}
+
+// readSmallParts fills out, the bytes of a small read at off that spans
+// parts first to last, reading the parts at once: a cold one by a GET of
+// its own range each, in parallel. The kernel reads 1 MiB (the mount's
+// readahead) around a page fault of a mapped file, so with 8 MiB parts
+// one cold fault in eight crosses a part border, and read one after the
+// other its two halves waited for two GETs in a row (docs/BENCH.md has
+// the mapped reads' tail before and after).
+func (r *Reader) readSmallParts(ctx context.Context, obj fetcher.Object, out []byte, off, first, last int64) error {
+	ps := r.cfg.PartSize
+	end := off + int64(len(out))
+	errs := make([]error, last-first+1)
+	var wg sync.WaitGroup
+	for i := first; i <= last; i++ {
+		lo, hi := max(off, i*ps), min(end, (i+1)*ps)
+		wg.Go(func() {
+			errs[i-first] = r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, true)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // borrowPart returns the bytes of part idx at off, len(p) of them, from

@@ -777,6 +777,47 @@ func TestSmallReadAcrossPartsDoesNotWaitForParts(t *testing.T) {
 	}
 }
 
+// The two range GETs of a small cold read across a part border run at
+// once: the read waits for the slower of them, not for both in a row.
+func TestSmallReadAcrossPartsFetchesBothAtOnce(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(14, 256<<10)
+	obj := store.put("f", data)
+	store.gate = make(chan struct{})
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone})
+	const off = 128<<10 - 1024
+	done := make(chan error, 1)
+	go func() {
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, 4096), off, nil)
+		if err == nil && !bytes.Equal(got, data[off:off+4096]) {
+			err = errors.New("wrong bytes")
+		}
+		done <- err
+	}()
+	// Both range GETs are asked for while the store holds every read.
+	waitFor(t, func() bool { return r.Stats().RangeReads == 2 })
+	select {
+	case err := <-done:
+		t.Fatalf("the read returned while its GETs were held: %v", err)
+	default:
+	}
+	close(store.gate)
+	if err := <-done; err != nil {
+		t.Fatalf("read across the border: %v", err)
+	}
+	var ranges []readRange
+	for _, rr := range store.rangesOf("f") {
+		if rr.n < 64<<10 {
+			ranges = append(ranges, rr)
+		}
+	}
+	slices.SortFunc(ranges, func(a, b readRange) int { return int(a.off - b.off) })
+	want := []readRange{{"f", off, 1024}, {"f", 128 << 10, 3072}}
+	if !slices.Equal(ranges, want) {
+		t.Fatalf("range GETs %v, want %v", ranges, want)
+	}
+}
+
 // PrefetchSmallAfter queues the first SmallAhead objects it is given, each
 // once however often it is asked.
 func TestPrefetchSmallAfterIsBounded(t *testing.T) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -9,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/segfs/segfs/tests/harness"
 )
 
 // TestMmap maps the largest file read-only, as Lucene's MMapDirectory
@@ -65,5 +68,59 @@ func compareMapping(t *testing.T, fd *os.File, want []byte, what string) {
 	}
 	if !bytes.Equal(data, want) {
 		t.Errorf("%s: mapped bytes differ from the source (first difference at %d)", what, firstDiff(data, want))
+	}
+}
+
+// TestMappedFaultAcrossPartBorder faults one page of a cold mapping just
+// below a part border. The kernel reads 1 MiB around the fault (the
+// mount's readahead), half in each part: segfs serves each half by a GET
+// of its own range, both at once, and the mapped bytes are the object's.
+func TestMappedFaultAcrossPartBorder(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	const size, part = 32 << 20, 8 << 20
+	data := randomBytes(5, size)
+	ctx := context.Background()
+	if _, err := srv.PutBytes(ctx, bucket, "_0.dvd", data); err != nil {
+		t.Fatal(err)
+	}
+	m := mountS3(t, srv, "s3://"+bucket, "--prefetch", "none")
+	before, err := m.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Open(filepath.Join(m.Dir, "_0.dvd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	mapped, err := syscall.Mmap(int(fd.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mmap: %v", err)
+	}
+	defer syscall.Munmap(mapped)
+
+	const off = 2*part - 4096 // the last page of part 1
+	got := bytes.Clone(mapped[off : off+4096])
+	if !bytes.Equal(got, data[off:off+4096]) {
+		t.Fatalf("the faulted page differs from the object (first difference at %d)", off+firstDiff(got, data[off:off+4096]))
+	}
+	after := harness.WaitIdle(t, m)
+	delta := func(k string) int64 { return after[k] - before[k] }
+	t.Logf("one fault at %d: %d FUSE reads of %d bytes, %d range GETs, %d parts fetched, %d GETs",
+		off, delta("reads"), delta("read_bytes"), delta("range_reads"), delta("parts_fetched"), delta("gets"))
+	if delta("read_bytes") < 8192 || delta("reads") < 1 {
+		t.Fatalf("the fault read %d bytes in %d reads; the kernel reads around it", delta("read_bytes"), delta("reads"))
+	}
+	// Both halves are cold small reads: a range GET each, and their parts
+	// queued in the background.
+	if delta("range_reads") != 2 || delta("parts_fetched") != 2 {
+		t.Errorf("%d range GETs and %d parts fetched; want 2 and 2 (one range in each part)", delta("range_reads"), delta("parts_fetched"))
+	}
+	// The bytes the kernel read around the fault are in the page cache now:
+	// compare them all.
+	lo, hi := off-(512<<10), off+(512<<10)
+	if !bytes.Equal(mapped[lo:hi], data[lo:hi]) {
+		t.Errorf("mapped bytes around the fault differ from the object (first difference at %d)", lo+firstDiff(mapped[lo:hi], data[lo:hi]))
 	}
 }
