@@ -818,6 +818,38 @@ func TestSmallReadAcrossPartsFetchesBothAtOnce(t *testing.T) {
 	}
 }
 
+// Opening a file starts its first part as readahead and queues the rest
+// in the background; a reopened file whose first part is cached starts
+// nothing for it.
+func TestPrefetchObjectStartsTheFirstPartAhead(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(15, 4*4096)
+	obj := store.put("f", data)
+	store.gate = make(chan struct{})
+	pc := newFakeCache()
+	r := newTestReader(t, store, pc, 8, ReaderConfig{PartSize: 4096, Prefetch: PrefetchOpen})
+	r.PrefetchObject(obj)
+	st := r.Stats()
+	if st.StartedAhead != 1 || st.StartedBack != 3 {
+		t.Fatalf("readahead parts %d, background parts %d; want 1 (the first) and 3", st.StartedAhead, st.StartedBack)
+	}
+	// The first part's fetch is the readahead one.
+	waitFor(t, func() bool { return r.sched.Stats().Running[prefetch.Readahead] == 1 })
+	close(store.gate)
+	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	got, err := r.ReadAt(context.Background(), obj, make([]byte, len(data)), 0, nil)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read after the fill: %v", err)
+	}
+
+	// A new Reader over the same cache: the object's parts are cached.
+	r2 := newTestReader(t, store, pc, 8, ReaderConfig{PartSize: 4096, Prefetch: PrefetchOpen})
+	r2.PrefetchObject(obj)
+	if st := r2.Stats(); st.StartedAhead != 0 || st.StartedBack != 0 {
+		t.Fatalf("with every part cached: readahead parts %d, background parts %d; want 0 and 0", st.StartedAhead, st.StartedBack)
+	}
+}
+
 // PrefetchSmallAfter queues the first SmallAhead objects it is given, each
 // once however often it is asked.
 func TestPrefetchSmallAfterIsBounded(t *testing.T) {

@@ -352,7 +352,7 @@ func TestJoiningReaderRaisesQueuedRanges(t *testing.T) {
 		<-started
 		<-started
 	}
-	r.PrefetchObject(obj)
+	r.startPart(obj, 0, prefetch.Background) // as a file's fill does
 	waitFor(t, func() bool { return r.sched.Stats().Queued[prefetch.Background] == 2 })
 
 	done := make(chan error, 1)
