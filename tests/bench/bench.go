@@ -217,13 +217,13 @@ func (b *bench) setup(ctx context.Context) (func() error, error) {
 
 	b.endpoint = srv.Endpoint()
 	if !b.cfg.profile.Direct {
-		sh, err := startShaper(srv.Endpoint(), b.cfg.profile, false)
+		sh, err := startShaper(srv.Endpoint(), b.cfg.profile, shaperOptions{Buffered: b.cfg.shaperBuffered})
 		if err != nil {
 			return cleanup, err
 		}
 		closers = append(closers, sh.Close)
 		b.endpoint = sh.Endpoint()
-		fmt.Printf("  proxy    shaper at %s -> %s\n", sh.Endpoint(), srv.Endpoint())
+		fmt.Printf("  proxy    shaper at %s -> %s, %s\n", sh.Endpoint(), srv.Endpoint(), sh.Copying())
 	}
 	b.remote = newRemote(b.endpoint, srv.AccessKey(), srv.SecretKey(), bucket, b.cfg.maxFetches)
 

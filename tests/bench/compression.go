@@ -93,7 +93,7 @@ func (b *bench) compression(ctx context.Context) ([]Record, error) {
 	}
 	endpoint := b.srv.Endpoint()
 	if !b.cfg.profile.Direct {
-		sh, err := startShaper(b.srv.Endpoint(), b.cfg.profile, true)
+		sh, err := startShaper(b.srv.Endpoint(), b.cfg.profile, shaperOptions{Upload: true, Buffered: b.cfg.shaperBuffered})
 		if err != nil {
 			return fail(Record{System: sysHybrid, Case: casePush, What: "start the upload proxy"}, err)
 		}

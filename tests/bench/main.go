@@ -47,8 +47,10 @@ type config struct {
 	reads      int
 	readSize   int
 	jsonFields bool
-	segfsArgs  []string     // extra flags for every segfs mount
-	cases      map[int]bool // the case numbers to run
+	// shaperBuffered has the shaping proxy hold bytes in buffers, not pipes.
+	shaperBuffered bool
+	segfsArgs      []string     // extra flags for every segfs mount
+	cases          map[int]bool // the case numbers to run
 }
 
 // Sizes of the two modes.
@@ -101,6 +103,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.readSize, "read-size", 4096, "bytes per random pread")
 	fs.BoolVar(&cfg.jsonFields, "json-stored-fields", false, "fill stored-fields (.fdt) files with compressible JSON records instead of random bytes")
 	segfsArgs := fs.String("segfs-args", "", `extra flags for every segfs mount, space-separated (e.g. "--prefetch none")`)
+	shaperCopy := fs.String("shaper-copy", "splice", `how the shaping proxy holds the bytes it delays: "splice" (in pipes, no copy through the bench; buffers where pipes of 8 MiB cannot be made) or "buffer"`)
 	cases := fs.String("cases", "1,2,3,4,5,6,7", "comma-separated case numbers to run, with their baselines (case 5 is warm only after 1 and 3; 6 is the resources of 2)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -109,6 +112,13 @@ func parseFlags(args []string) (config, error) {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cfg.segfsArgs = strings.Fields(*segfsArgs)
+	switch *shaperCopy {
+	case "splice":
+	case "buffer":
+		cfg.shaperBuffered = true
+	default:
+		return cfg, fmt.Errorf("--shaper-copy %q: want splice or buffer", *shaperCopy)
+	}
 	var err error
 	if cfg.cases, err = parseCases(*cases); err != nil {
 		return cfg, err

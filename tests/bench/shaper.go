@@ -20,17 +20,23 @@ import (
 //
 // It stands for a network, which costs the client's host only its socket
 // reads, so it is built to cost little CPU: each direction is a reader
-// goroutine that reads from one socket into pooled 256 KiB buffers and
-// stamps each chunk with the time it arrived, and a writer goroutine that
-// sends each chunk when its delay is up, in slices paced by a token
-// bucket. A direction with neither delay nor cap is a plain io.Copy,
-// which Linux runs as splice between the two sockets.
+// goroutine that takes in what the socket has (up to 256 KiB) and stamps
+// it with the time it arrived, and a writer goroutine that sends each
+// chunk when its delay is up, in slices paced by a token bucket. The
+// bytes wait in pipes (8 MiB per direction), moved in and out by splice(2)
+// without a copy through this process; where pipes cannot be made, in
+// pooled buffers. A direction with neither delay
+// nor cap is a plain io.Copy, which Linux runs as splice between the two
+// sockets.
 type shaper struct {
 	// Immutable after startShaper.
 	ln       net.Listener
 	upstream string // 127.0.0.1:PORT
 	profile  Profile
 	upload   bool
+	spliced  bool   // holds bytes in pipes, not buffers
+	pipeSize int    // with spliced, the size of each pipe
+	copying  string // how it copies, for the bench's output
 	endpoint string // http://127.0.0.1:PORT
 
 	mu     sync.Mutex
@@ -58,11 +64,18 @@ const (
 
 var shapeBufs = sync.Pool{New: func() any { b := make([]byte, shapeChunk); return &b }}
 
+// shaperOptions are startShaper's choices beside the profile.
+type shaperOptions struct {
+	// Upload caps the client-to-server direction at the profile's rate too.
+	Upload bool
+	// Buffered holds the bytes in this process's buffers even where
+	// pipes of shapeQueued bytes can be made (they take root above 1 MiB).
+	Buffered bool
+}
+
 // startShaper listens on a free loopback port and forwards to upstream
-// (http://127.0.0.1:PORT) with the profile's shape; with upload, the
-// client-to-server direction is capped at the profile's rate as well.
-// Stop it with Close.
-func startShaper(upstream string, p Profile, upload bool) (*shaper, error) {
+// (http://127.0.0.1:PORT) with the profile's shape. Stop it with Close.
+func startShaper(upstream string, p Profile, o shaperOptions) (*shaper, error) {
 	u, err := url.Parse(upstream)
 	if err != nil || u.Scheme != "http" || !strings.HasPrefix(u.Host, "127.0.0.1:") {
 		return nil, fmt.Errorf("shaper: upstream %q is not http://127.0.0.1:PORT", upstream)
@@ -75,9 +88,18 @@ func startShaper(upstream string, p Profile, upload bool) (*shaper, error) {
 		ln:       ln,
 		upstream: u.Host,
 		profile:  p,
-		upload:   upload,
+		upload:   o.Upload,
 		endpoint: "http://" + ln.Addr().String(),
 		conns:    make(map[net.Conn]struct{}),
+		copying:  "buffered (--shaper-copy buffer)",
+	}
+	if !o.Buffered {
+		if size, err := probePipeSize(); err != nil {
+			s.copying = fmt.Sprintf("buffered (%v)", err)
+		} else {
+			s.spliced, s.pipeSize = true, size
+			s.copying = fmt.Sprintf("spliced through %d pipes of %d KiB per direction", shapeQueued/size, size>>10)
+		}
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -86,6 +108,9 @@ func startShaper(upstream string, p Profile, upload bool) (*shaper, error) {
 
 // Endpoint is the proxy's base URL.
 func (s *shaper) Endpoint() string { return s.endpoint }
+
+// Copying says how the proxy holds the bytes it delays.
+func (s *shaper) Copying() string { return s.copying }
 
 // Close stops accepting, closes every proxied connection and waits for
 // all of the proxy's goroutines to end. It is safe to call more than once.
@@ -164,11 +189,11 @@ func (s *shaper) serve(client net.Conn) {
 		if s.upload {
 			rate = p.Rate
 		}
-		if err := shapeCopy(server.(*net.TCPConn), client.(*net.TCPConn), 0, 0, rate); err != nil {
+		if err := shapeCopy(server.(*net.TCPConn), client.(*net.TCPConn), 0, 0, rate, s.pipeSize); err != nil {
 			abort()
 		}
 	}()
-	if err := shapeCopy(client.(*net.TCPConn), server.(*net.TCPConn), p.Latency, p.Jitter, p.Rate); err != nil {
+	if err := shapeCopy(client.(*net.TCPConn), server.(*net.TCPConn), p.Latency, p.Jitter, p.Rate, s.pipeSize); err != nil {
 		abort()
 	}
 	wg.Wait()
@@ -178,8 +203,11 @@ func (s *shaper) serve(client net.Conn) {
 // that an HTTP peer sees the end as it would without the proxy. Every
 // chunk is held until latency (± jitter) after it was read, never
 // overtaking the chunk before it, and the bytes leave at no more than rate
-// bytes per second (0: no cap). It returns nil when src ended cleanly.
-func shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64) error {
+// bytes per second (0: no cap). With pipeSize > 0, the bytes wait in pipes
+// of that size and never enter this process (splice(2) from socket to
+// pipe to socket); otherwise in pooled buffers. It returns nil when src
+// ended cleanly.
+func shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64, pipeSize int) error {
 	if latency == 0 && rate == 0 {
 		_, err := io.Copy(dst, src)
 		if err != nil {
@@ -187,18 +215,57 @@ func shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64)
 		}
 		return dst.CloseWrite()
 	}
+	var m mover = bufferMover{dst: dst, src: src}
+	if pipeSize > 0 {
+		sm, err := newSpliceMover(dst, src, pipeSize, max(1, shapeQueued/pipeSize))
+		if err != nil {
+			return err
+		}
+		defer sm.close()
+		m = sm
+	}
+	if err := shapeWith(m, func() { src.Close() }, newPacer(latency, jitter, rate)); err != nil {
+		return err
+	}
+	return dst.CloseWrite()
+}
+
+// A mover moves a direction's bytes: read takes in up to room bytes from
+// the source (blocking until some arrive) and holds them; write sends n
+// of a chunk's held bytes from off on; release drops a chunk's hold.
+type mover interface {
+	read(room int) (h held, n int, err error)
+	write(h held, off, n int) error
+	release(h held)
+}
+
+// held is where a chunk's bytes wait: a buffer, or one of a direction's
+// pipes.
+type held struct {
+	buf  *[]byte
+	pipe int
+}
+
+// errPipeFull is a spliced read that found bytes waiting but no free slot
+// in the pipe: the reader waits for the writer to drain some.
+var errPipeFull = errors.New("shaper: pipe full")
+
+// shapeWith runs one direction: a reader goroutine that takes in chunks,
+// stamped on arrival, while fewer than shapeQueued bytes are held, and
+// this goroutine, which sends each chunk when p allows. After a failed
+// write it calls closeSrc, which must end a read blocked in m.
+func shapeWith(m mover, closeSrc func(), p *pacer) error {
 	type chunk struct {
-		buf *[]byte
-		n   int
-		at  time.Time
+		h  held
+		n  int
+		at time.Time
 	}
 	q := make(chan chunk, shapeQueued/(16<<10))
 	var mu sync.Mutex
 	cond := sync.NewCond(&mu)
-	queued, stopped := 0, false // guarded by mu
-	var readErr error           // set before q is closed
+	queued, drains, stopped := 0, 0, false // guarded by mu
+	var readErr error                      // set before q is closed
 
-	// The reader: one socket read per chunk, stamped on arrival.
 	go func() {
 		defer close(q)
 		for {
@@ -206,20 +273,27 @@ func shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64)
 			for queued >= shapeQueued && !stopped {
 				cond.Wait()
 			}
-			done := stopped
+			done, room, seen := stopped, shapeQueued-queued, drains
 			mu.Unlock()
 			if done {
 				return
 			}
-			b := shapeBufs.Get().(*[]byte)
-			n, err := src.Read(*b)
+			h, n, err := m.read(room)
+			if errors.Is(err, errPipeFull) {
+				mu.Lock()
+				for drains == seen && queued > 0 && !stopped {
+					cond.Wait()
+				}
+				mu.Unlock()
+				continue
+			}
 			if n > 0 {
 				mu.Lock()
 				queued += n
 				mu.Unlock()
-				q <- chunk{buf: b, n: n, at: time.Now()}
+				q <- chunk{h: h, n: n, at: time.Now()}
 			} else {
-				shapeBufs.Put(b)
+				m.release(h)
 			}
 			if err != nil {
 				if !errors.Is(err, io.EOF) {
@@ -230,59 +304,106 @@ func shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64)
 		}
 	}()
 
-	// The writer: each chunk when it is due, paced in slices.
 	var werr error
-	var due, next time.Time // due: the last chunk's send time; next: the bucket's clock
-	slice := shapeChunk
-	if rate > 0 {
-		slice = max(16<<10, int(float64(rate)*shapeSlice.Seconds()))
-	}
 	for c := range q {
+		sent := 0
 		if werr == nil {
-			d := latency
-			if jitter > 0 {
-				d += time.Duration(rand.Int64N(int64(2*jitter)+1)) - jitter
-			}
-			if at := c.at.Add(d); at.After(due) {
-				due = at
-			}
-			if wait := time.Until(due); wait > 0 {
-				time.Sleep(wait)
-			}
-			data := (*c.buf)[:c.n]
-			for len(data) > 0 && werr == nil {
-				n := min(len(data), slice)
-				if rate > 0 {
-					now := time.Now()
-					if floor := now.Add(-shapeBurst); next.Before(floor) {
-						next = floor
-					}
-					next = next.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
-					if wait := next.Sub(now); wait > 0 {
-						time.Sleep(wait)
-					}
-				}
-				_, werr = dst.Write(data[:n])
-				data = data[n:]
+			p.waitChunk(c.at)
+			for sent < c.n && werr == nil {
+				n := p.waitSlice(c.n - sent)
+				werr = m.write(c.h, sent, n)
+				sent += n
+				mu.Lock()
+				queued -= n
+				drains++
+				cond.Broadcast()
+				mu.Unlock()
 			}
 			if werr != nil {
-				src.Close() // ends a read the reader may be blocked in
+				closeSrc()
 			}
 		}
-		shapeBufs.Put(c.buf)
+		m.release(c.h)
 		mu.Lock()
-		queued -= c.n
+		queued -= c.n - sent
 		if werr != nil {
 			stopped = true
 		}
-		cond.Signal()
+		cond.Broadcast()
 		mu.Unlock()
 	}
 	if werr != nil {
 		return werr
 	}
-	if readErr != nil {
-		return readErr
+	return readErr
+}
+
+// pacer holds a direction's chunks for their delay and paces its bytes
+// with a token bucket. Used by one goroutine.
+type pacer struct {
+	latency, jitter time.Duration
+	rate            int64
+	slice           int       // the most bytes sent in one write
+	due, next       time.Time // due: the last chunk's send time; next: the bucket's clock
+}
+
+func newPacer(latency, jitter time.Duration, rate int64) *pacer {
+	slice := shapeChunk
+	if rate > 0 {
+		slice = max(16<<10, int(float64(rate)*shapeSlice.Seconds()))
 	}
-	return dst.CloseWrite()
+	return &pacer{latency: latency, jitter: jitter, rate: rate, slice: slice}
+}
+
+// waitChunk sleeps until a chunk that arrived at at may leave: latency
+// (± jitter) after it arrived, and not before the chunk before it.
+func (p *pacer) waitChunk(at time.Time) {
+	d := p.latency
+	if p.jitter > 0 {
+		d += time.Duration(rand.Int64N(int64(2*p.jitter)+1)) - p.jitter
+	}
+	if t := at.Add(d); t.After(p.due) {
+		p.due = t
+	}
+	if wait := time.Until(p.due); wait > 0 {
+		time.Sleep(wait)
+	}
+}
+
+// waitSlice returns how many of left bytes to send next, after sleeping
+// until the rate allows them.
+func (p *pacer) waitSlice(left int) int {
+	n := min(left, p.slice)
+	if p.rate > 0 {
+		now := time.Now()
+		if floor := now.Add(-shapeBurst); p.next.Before(floor) {
+			p.next = floor
+		}
+		p.next = p.next.Add(time.Duration(float64(n) / float64(p.rate) * float64(time.Second)))
+		if wait := p.next.Sub(now); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	return n
+}
+
+// bufferMover holds chunks in pooled buffers: a socket read in, a socket
+// write out, two copies of every byte through this process.
+type bufferMover struct{ dst, src *net.TCPConn }
+
+func (m bufferMover) read(int) (held, int, error) {
+	b := shapeBufs.Get().(*[]byte)
+	n, err := m.src.Read(*b)
+	return held{buf: b}, n, err
+}
+
+func (m bufferMover) write(h held, off, n int) error {
+	_, err := m.dst.Write((*h.buf)[off : off+n])
+	return err
+}
+
+func (m bufferMover) release(h held) {
+	if h.buf != nil {
+		shapeBufs.Put(h.buf)
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strconv"
 	"testing"
@@ -41,15 +43,29 @@ func shaperServer(t *testing.T, body []byte) *httptest.Server {
 }
 
 func TestShaperDelaysAndCaps(t *testing.T) {
+	for _, buffered := range []bool{false, true} {
+		name := map[bool]string{false: "splice", true: "buffer"}[buffered]
+		t.Run(name, func(t *testing.T) { testShaperDelaysAndCaps(t, buffered) })
+	}
+}
+
+func testShaperDelaysAndCaps(t *testing.T, buffered bool) {
 	body := make([]byte, 4<<20)
 	rand.NewChaCha8([32]byte{1}).Read(body)
 	srv := shaperServer(t, body)
 	before := runtime.NumGoroutine()
 
 	p := Profile{Latency: 40 * time.Millisecond, Jitter: 10 * time.Millisecond, Rate: 16_000_000}
-	sh, err := startShaper(srv.URL, p, true)
+	sh, err := startShaper(srv.URL, p, shaperOptions{Upload: true, Buffered: buffered})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !buffered && !sh.spliced {
+		sh.Close()
+		if os.Geteuid() == 0 {
+			t.Fatalf("the shaper is not spliced as root: %s", sh.Copying())
+		}
+		t.Skipf("pipes of %d MiB take root: %s", shapeQueued>>20, sh.Copying())
 	}
 	client := &http.Client{Transport: &http.Transport{}}
 
@@ -130,7 +146,7 @@ func TestShaperWithoutShapeIsAPlainProxy(t *testing.T) {
 	body := make([]byte, 1<<20)
 	rand.NewChaCha8([32]byte{2}).Read(body)
 	srv := shaperServer(t, body)
-	sh, err := startShaper(srv.URL, Profile{}, false)
+	sh, err := startShaper(srv.URL, Profile{}, shaperOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,9 +164,78 @@ func TestShaperWithoutShapeIsAPlainProxy(t *testing.T) {
 
 func TestShaperRejectsUpstream(t *testing.T) {
 	for _, u := range []string{"https://127.0.0.1:9000", "http://example.com:80", "::"} {
-		if sh, err := startShaper(u, Profile{}, false); err == nil {
+		if sh, err := startShaper(u, Profile{}, shaperOptions{}); err == nil {
 			sh.Close()
 			t.Errorf("startShaper(%q): no error", u)
 		}
+	}
+}
+
+// tcpPair returns the two ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	a, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-accepted
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a.(*net.TCPConn), b.(*net.TCPConn)
+}
+
+// With pipes far smaller than the bytes in flight, the spliced reader
+// fills one pipe after another, waits when all are full, and every byte
+// still arrives once and in order.
+func TestSplicedShaperWithFullPipes(t *testing.T) {
+	if _, err := probePipeSize(); err != nil {
+		t.Skip(err)
+	}
+	body := make([]byte, 4<<20)
+	rand.NewChaCha8([32]byte{2}).Read(body)
+	inW, inR := tcpPair(t)   // the source: written here, read by the mover
+	outW, outR := tcpPair(t) // the destination: written by the mover, read here
+	m, err := newSpliceMover(outW, inR, os.Getpagesize(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+
+	go func() {
+		inW.Write(body)
+		inW.CloseWrite()
+	}()
+	done := make(chan error, 1)
+	go func() {
+		err := shapeWith(m, func() { inR.Close() }, newPacer(time.Millisecond, 0, 0))
+		if err == nil {
+			err = outW.CloseWrite()
+		}
+		done <- err
+	}()
+	got, err := io.ReadAll(outR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, body) {
+		t.Fatalf("got %d bytes, not the %d sent in order", len(got), len(body))
+	}
+	if m.fulls == 0 {
+		t.Errorf("no read found both pipes full: the test did not reach the wait it is for")
 	}
 }
