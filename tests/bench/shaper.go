@@ -54,8 +54,8 @@ const (
 	// product (64 MB/s x 25 ms = 1.6 MB), so the queue never caps a
 	// connection below its rate; the server waits on TCP beyond it.
 	shapeQueued = 8 << 20
-	// shapeBurst is the most a paced writer may run ahead after a late
-	// wake-up: it keeps the mean rate without bursts after idle time.
+	// shapeBurst is the most a paced writer may run ahead after the
+	// client held it back (a full socket, as a closed TCP window).
 	shapeBurst = 2 * time.Millisecond
 	// shapeSlice is the pacing granularity: a write is at most this much
 	// of the rate's time.
@@ -232,10 +232,11 @@ func shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64,
 
 // A mover moves a direction's bytes: read takes in up to room bytes from
 // the source (blocking until some arrive) and holds them; write sends n
-// of a chunk's held bytes from off on; release drops a chunk's hold.
+// of a chunk's held bytes from off on, and says whether it waited for the
+// destination to take them; release drops a chunk's hold.
 type mover interface {
 	read(room int) (h held, n int, err error)
-	write(h held, off, n int) error
+	write(h held, off, n int) (waited bool, err error)
 	release(h held)
 }
 
@@ -311,7 +312,11 @@ func shapeWith(m mover, closeSrc func(), p *pacer) error {
 			p.waitChunk(c.at)
 			for sent < c.n && werr == nil {
 				n := p.waitSlice(c.n - sent)
-				werr = m.write(c.h, sent, n)
+				var waited bool
+				waited, werr = m.write(c.h, sent, n)
+				if waited {
+					p.heldBack()
+				}
 				sent += n
 				mu.Lock()
 				queued -= n
@@ -338,13 +343,24 @@ func shapeWith(m mover, closeSrc func(), p *pacer) error {
 	return readErr
 }
 
-// pacer holds a direction's chunks for their delay and paces its bytes
-// with a token bucket. Used by one goroutine.
+// pacer holds a direction's chunks for their delay and paces its bytes as
+// a link of the rate would carry them: each slice leaves once the link has
+// carried the slices before it, counted from when the first of them was
+// due (the link idles only while nothing is due). A writer that wakes late
+// (this process short of CPU) sends what was due at once, as a link would
+// have delivered it meanwhile, so the rate a client sees does not depend
+// on how busy its own host is; the bytes sent never exceed the rate's
+// share of the time since the link last idled. A write the client held
+// back (heldBack) restarts the link's clock then, less shapeBurst: no
+// catch-up for time the client's window was closed. Used by one
+// goroutine.
 type pacer struct {
 	latency, jitter time.Duration
 	rate            int64
 	slice           int       // the most bytes sent in one write
-	due, next       time.Time // due: the last chunk's send time; next: the bucket's clock
+	due, next       time.Time // due: the last chunk's send time; next: when the link has carried what was sent
+	now             func() time.Time
+	sleep           func(time.Duration)
 }
 
 func newPacer(latency, jitter time.Duration, rate int64) *pacer {
@@ -352,7 +368,7 @@ func newPacer(latency, jitter time.Duration, rate int64) *pacer {
 	if rate > 0 {
 		slice = max(16<<10, int(float64(rate)*shapeSlice.Seconds()))
 	}
-	return &pacer{latency: latency, jitter: jitter, rate: rate, slice: slice}
+	return &pacer{latency: latency, jitter: jitter, rate: rate, slice: slice, now: time.Now, sleep: time.Sleep}
 }
 
 // waitChunk sleeps until a chunk that arrived at at may leave: latency
@@ -365,26 +381,32 @@ func (p *pacer) waitChunk(at time.Time) {
 	if t := at.Add(d); t.After(p.due) {
 		p.due = t
 	}
-	if wait := time.Until(p.due); wait > 0 {
-		time.Sleep(wait)
+	if wait := p.due.Sub(p.now()); wait > 0 {
+		p.sleep(wait)
 	}
 }
 
-// waitSlice returns how many of left bytes to send next, after sleeping
-// until the rate allows them.
+// waitSlice returns how many of left bytes of the current chunk to send
+// next, after sleeping until the link has carried them.
 func (p *pacer) waitSlice(left int) int {
 	n := min(left, p.slice)
 	if p.rate > 0 {
-		now := time.Now()
-		if floor := now.Add(-shapeBurst); p.next.Before(floor) {
-			p.next = floor
+		if p.next.Before(p.due) {
+			p.next = p.due // the link was idle until this chunk was due
 		}
 		p.next = p.next.Add(time.Duration(float64(n) / float64(p.rate) * float64(time.Second)))
-		if wait := p.next.Sub(now); wait > 0 {
-			time.Sleep(wait)
+		if wait := p.next.Sub(p.now()); wait > 0 {
+			p.sleep(wait)
 		}
 	}
 	return n
+}
+
+// heldBack restarts the link's clock after the client held a write back.
+func (p *pacer) heldBack() {
+	if floor := p.now().Add(-shapeBurst); p.next.Before(floor) {
+		p.next = floor
+	}
 }
 
 // bufferMover holds chunks in pooled buffers: a socket read in, a socket
@@ -397,9 +419,12 @@ func (m bufferMover) read(int) (held, int, error) {
 	return held{buf: b}, n, err
 }
 
-func (m bufferMover) write(h held, off, n int) error {
+// write takes a write that lasted longer than shapeSlice as held back by
+// the client: a write into a socket with room returns in microseconds.
+func (m bufferMover) write(h held, off, n int) (bool, error) {
+	start := time.Now()
 	_, err := m.dst.Write((*h.buf)[off : off+n])
-	return err
+	return time.Since(start) > shapeSlice, err
 }
 
 func (m bufferMover) release(h held) {

@@ -138,8 +138,9 @@ func (m *spliceMover) read(room int) (held, int, error) {
 // write splices n bytes from the chunk's pipe to the destination socket,
 // waiting while the socket's send buffer is full. The pipe holds them:
 // the reader counted them in.
-func (m *spliceMover) write(h held, _, n int) error {
+func (m *spliceMover) write(h held, _, n int) (bool, error) {
 	var werr error
+	waited := false
 	err := m.dst.Write(func(fd uintptr) bool {
 		for n > 0 {
 			k, e := unix.Splice(m.pipes[h.pipe].r, nil, int(fd), nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
@@ -147,6 +148,7 @@ func (m *spliceMover) write(h held, _, n int) error {
 			case e == unix.EINTR:
 				continue
 			case e == unix.EAGAIN:
+				waited = true
 				return false // wait until the socket is writable
 			case e != nil:
 				werr = fmt.Errorf("shaper: splice to socket: %w", e)
@@ -160,9 +162,9 @@ func (m *spliceMover) write(h held, _, n int) error {
 		return true
 	})
 	if err != nil {
-		return err
+		return waited, err
 	}
-	return werr
+	return waited, werr
 }
 
 func (m *spliceMover) release(held) {}

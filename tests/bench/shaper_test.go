@@ -239,3 +239,66 @@ func TestSplicedShaperWithFullPipes(t *testing.T) {
 		t.Errorf("no read found both pipes full: the test did not reach the wait it is for")
 	}
 }
+
+// fakeClock drives a pacer: sleep advances the time by what was asked
+// plus late, once, as a writer that wakes late on a busy host.
+type fakeClock struct {
+	t    time.Time
+	late time.Duration
+}
+
+func (c *fakeClock) now() time.Time { return c.t }
+func (c *fakeClock) sleep(d time.Duration) {
+	c.t = c.t.Add(d + c.late)
+	c.late = 0
+}
+
+func fakePacer(rate int64) (*pacer, *fakeClock) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	p := newPacer(0, 0, rate)
+	p.now, p.sleep = c.now, c.sleep
+	return p, c
+}
+
+// The pacer is a link of the rate: never ahead of it, a late wake-up
+// caught up (the link would have carried the bytes meanwhile), no
+// catch-up for time the client held a write back or the link idled.
+func TestPacerIsALinkOfTheRate(t *testing.T) {
+	const rate = 1_000_000 // slices of 16 KiB, 16.384 ms each
+	at := func(bytes int) time.Duration { return time.Duration(float64(bytes) / rate * float64(time.Second)) }
+
+	p, c := fakePacer(rate)
+	start := c.t
+	p.waitChunk(start)
+	c.late = 100 * time.Millisecond // the first sleep wakes 100 ms late
+	sent := 0
+	for sent < 1<<20 {
+		n := p.waitSlice(1<<20 - sent)
+		sent += n
+		if ahead := at(sent) - c.t.Sub(start); ahead > 0 {
+			t.Fatalf("%d bytes sent %v after the chunk was due: %v ahead of the rate", sent, c.t.Sub(start), ahead)
+		}
+	}
+	if took, want := c.t.Sub(start), at(sent); took > want+at(p.slice) {
+		t.Errorf("1 MiB took %v after a 100 ms late wake-up, want about %v: the lost time was not caught up", took, want)
+	}
+
+	// The client held a write back for 50 ms: no catch-up for that.
+	c.t = c.t.Add(50 * time.Millisecond)
+	p.heldBack()
+	before := c.t
+	p.waitChunk(start) // due long ago: the link is busy
+	p.waitSlice(p.slice)
+	if got, least := c.t.Sub(before), at(p.slice)-shapeBurst; got < least {
+		t.Errorf("a slice after the client held the link back left after %v, want at least %v", got, least)
+	}
+
+	// A chunk due after the link idled starts the link's clock at its due time.
+	c.t = c.t.Add(time.Second)
+	idle := c.t
+	p.waitChunk(idle)
+	p.waitSlice(p.slice)
+	if got := c.t.Sub(idle); got < at(p.slice) {
+		t.Errorf("the first slice after idle time left after %v, want at least %v (no burst)", got, at(p.slice))
+	}
+}
