@@ -22,20 +22,18 @@ import (
 // reads, so it is built to cost little CPU: each direction is a reader
 // goroutine that takes in what the socket has (up to 256 KiB) and stamps
 // it with the time it arrived, and a writer goroutine that sends each
-// chunk when its delay is up, in slices paced by a token bucket. The
+// chunk when its delay is up, in slices paced as a link of the rate. The
 // bytes wait in pipes (8 MiB per direction), moved in and out by splice(2)
 // without a copy through this process; where pipes cannot be made, in
-// pooled buffers. A direction with neither delay
-// nor cap is a plain io.Copy, which Linux runs as splice between the two
-// sockets.
+// pooled buffers. A direction with neither delay nor cap is a plain
+// io.Copy, which Linux runs as splice between the two sockets.
 type shaper struct {
 	// Immutable after startShaper.
 	ln       net.Listener
 	upstream string // 127.0.0.1:PORT
 	profile  Profile
 	upload   bool
-	spliced  bool   // holds bytes in pipes, not buffers
-	pipeSize int    // with spliced, the size of each pipe
+	pipeSize int    // the size of each pipe that holds bytes; 0: buffers
 	copying  string // how it copies, for the bench's output
 	endpoint string // http://127.0.0.1:PORT
 
@@ -69,7 +67,7 @@ type shaperOptions struct {
 	// Upload caps the client-to-server direction at the profile's rate too.
 	Upload bool
 	// Buffered holds the bytes in this process's buffers even where
-	// pipes of shapeQueued bytes can be made (they take root above 1 MiB).
+	// pipes can be made.
 	Buffered bool
 }
 
@@ -97,7 +95,7 @@ func startShaper(upstream string, p Profile, o shaperOptions) (*shaper, error) {
 		if size, err := probePipeSize(); err != nil {
 			s.copying = fmt.Sprintf("buffered (%v)", err)
 		} else {
-			s.spliced, s.pipeSize = true, size
+			s.pipeSize = size
 			s.copying = fmt.Sprintf("spliced through %d pipes of %d KiB per direction", shapeQueued/size, size>>10)
 		}
 	}
@@ -248,7 +246,7 @@ type held struct {
 }
 
 // errPipeFull is a spliced read that found bytes waiting but no free slot
-// in the pipe: the reader waits for the writer to drain some.
+// in any pipe: the reader waits for the writer to drain some.
 var errPipeFull = errors.New("shaper: pipe full")
 
 // shapeWith runs one direction: a reader goroutine that takes in chunks,
