@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,6 +43,12 @@ type shaper struct {
 	closed bool                  // guarded by mu
 
 	wg sync.WaitGroup // the accept loop and every connection's goroutines
+
+	// fallbacks counts directions that held their bytes in buffers
+	// because their pipes could not be made (an unprivileged user past
+	// its pipe quota: 64 MiB by default).
+	fallbacks atomic.Int64
+	warnOnce  sync.Once
 }
 
 const (
@@ -69,6 +76,8 @@ type shaperOptions struct {
 	// Buffered holds the bytes in this process's buffers even where
 	// pipes can be made.
 	Buffered bool
+	// pipeSize, if not 0, is used instead of the probed pipe size.
+	pipeSize int
 }
 
 // startShaper listens on a free loopback port and forwards to upstream
@@ -92,11 +101,15 @@ func startShaper(upstream string, p Profile, o shaperOptions) (*shaper, error) {
 		copying:  "buffered (--shaper-copy buffer)",
 	}
 	if !o.Buffered {
-		if size, err := probePipeSize(); err != nil {
+		size, err := o.pipeSize, error(nil)
+		if size == 0 {
+			size, err = probePipeSize()
+		}
+		if err != nil {
 			s.copying = fmt.Sprintf("buffered (%v)", err)
 		} else {
 			s.pipeSize = size
-			s.copying = fmt.Sprintf("spliced through %d pipes of %d KiB per direction", shapeQueued/size, size>>10)
+			s.copying = fmt.Sprintf("spliced through %d pipes of %d KiB per direction", max(1, shapeQueued/size), size>>10)
 		}
 	}
 	s.wg.Add(1)
@@ -187,11 +200,11 @@ func (s *shaper) serve(client net.Conn) {
 		if s.upload {
 			rate = p.Rate
 		}
-		if err := shapeCopy(server.(*net.TCPConn), client.(*net.TCPConn), 0, 0, rate, s.pipeSize); err != nil {
+		if err := s.shapeCopy(server.(*net.TCPConn), client.(*net.TCPConn), 0, 0, rate); err != nil {
 			abort()
 		}
 	}()
-	if err := shapeCopy(client.(*net.TCPConn), server.(*net.TCPConn), p.Latency, p.Jitter, p.Rate, s.pipeSize); err != nil {
+	if err := s.shapeCopy(client.(*net.TCPConn), server.(*net.TCPConn), p.Latency, p.Jitter, p.Rate); err != nil {
 		abort()
 	}
 	wg.Wait()
@@ -201,11 +214,11 @@ func (s *shaper) serve(client net.Conn) {
 // that an HTTP peer sees the end as it would without the proxy. Every
 // chunk is held until latency (± jitter) after it was read, never
 // overtaking the chunk before it, and the bytes leave at no more than rate
-// bytes per second (0: no cap). With pipeSize > 0, the bytes wait in pipes
-// of that size and never enter this process (splice(2) from socket to
-// pipe to socket); otherwise in pooled buffers. It returns nil when src
-// ended cleanly.
-func shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64, pipeSize int) error {
+// bytes per second (0: no cap). With s.pipeSize > 0, the bytes wait in
+// pipes of that size and never enter this process (splice(2) from socket
+// to pipe to socket); otherwise, or if the pipes cannot be made, in pooled
+// buffers. It returns nil when src ended cleanly.
+func (s *shaper) shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64) error {
 	if latency == 0 && rate == 0 {
 		_, err := io.Copy(dst, src)
 		if err != nil {
@@ -214,13 +227,17 @@ func shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64,
 		return dst.CloseWrite()
 	}
 	var m mover = bufferMover{dst: dst, src: src}
-	if pipeSize > 0 {
-		sm, err := newSpliceMover(dst, src, pipeSize, max(1, shapeQueued/pipeSize))
-		if err != nil {
-			return err
+	if s.pipeSize > 0 {
+		sm, err := newSpliceMover(dst, src, s.pipeSize, max(1, shapeQueued/s.pipeSize))
+		if err == nil {
+			defer sm.close()
+			m = sm
+		} else {
+			s.fallbacks.Add(1)
+			s.warnOnce.Do(func() {
+				fmt.Printf("  WARNING  shaper: a connection holds its bytes in buffers, at more CPU: %v\n", err)
+			})
 		}
-		defer sm.close()
-		m = sm
 	}
 	if err := shapeWith(m, func() { src.Close() }, newPacer(latency, jitter, rate)); err != nil {
 		return err

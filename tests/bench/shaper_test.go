@@ -302,3 +302,31 @@ func TestPacerIsALinkOfTheRate(t *testing.T) {
 		t.Errorf("the first slice after idle time left after %v, want at least %v (no burst)", got, at(p.slice))
 	}
 }
+
+// A connection whose pipes cannot be made (an unprivileged user past its
+// pipe quota) is still served, from buffers, and counted.
+func TestShaperFallsBackToBuffers(t *testing.T) {
+	body := make([]byte, 1<<20)
+	rand.NewChaCha8([32]byte{3}).Read(body)
+	srv := shaperServer(t, body)
+	// Larger than any pipe: F_SETPIPE_SZ fails.
+	sh, err := startShaper(srv.URL, Profile{Latency: time.Millisecond, Rate: 64_000_000}, shaperOptions{pipeSize: 1<<31 + 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(sh.Endpoint() + "/obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("%d bytes, err %v; want the %d bytes served", len(got), err, len(body))
+	}
+	if n := sh.fallbacks.Load(); n == 0 {
+		t.Errorf("no direction counted as falling back to buffers")
+	}
+}
