@@ -151,7 +151,13 @@ func TestShaperWithoutShapeIsAPlainProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sh.Close()
-	resp, err := http.Get(sh.Endpoint() + "/obj")
+	getThrough(t, http.DefaultClient, sh, body)
+}
+
+// getThrough GETs the server's object through sh and checks its bytes.
+func getThrough(t *testing.T, client *http.Client, sh *shaper, body []byte) {
+	t.Helper()
+	resp, err := client.Get(sh.Endpoint() + "/obj")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,15 +323,7 @@ func TestShaperFallsBackToBuffers(t *testing.T) {
 	defer sh.Close()
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
-	resp, err := client.Get(sh.Endpoint() + "/obj")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || !bytes.Equal(got, body) {
-		t.Fatalf("%d bytes, err %v; want the %d bytes served", len(got), err, len(body))
-	}
+	getThrough(t, client, sh, body)
 	if n := sh.fallbacks.Load(); n == 0 {
 		t.Errorf("no direction counted as falling back to buffers")
 	}
