@@ -23,6 +23,31 @@ type Decoder struct {
 	zd *zstd.Decoder
 }
 
+// decodeSlack is what DecodeFrame may allocate past 1.25 times a frame's
+// size when a corrupt frame overruns its output: the reallocation covers
+// one more zstd block (128 KiB) and Go's growth rounding.
+const decodeSlack = 256 << 10
+
+// DecodeCost returns the most memory a decode of f holds at once: its
+// compressed bytes (which the caller fetches into a buffer of f.CompSize)
+// plus what DecodeFrame allocates given no dst, f.Size for the output and,
+// when a corrupt frame overruns it, one reallocation of at most
+// 1.25*f.Size + 256 KiB (see DecodeFrame). A caller that reserves this
+// much before fetching a frame bounds its decodes' memory by its
+// reservations, whatever the object holds. The decoder's own buffers, a
+// few hundred KiB per concurrent decode reused across calls, are not
+// included.
+func DecodeCost(f Frame) int64 {
+	return f.CompSize + 2*f.Size + f.Size/4 + decodeSlack
+}
+
+// MaxDecodeCost returns the largest DecodeCost of a frame within limit
+// (SeekTable.CheckFrameLimit): limit decompressed bytes from
+// CompressBound(limit) compressed ones.
+func MaxDecodeCost(limit int64) int64 {
+	return DecodeCost(Frame{Size: limit, CompSize: CompressBound(limit)})
+}
+
 // NewDecoder returns a Decoder. Close releases it.
 func NewDecoder() (*Decoder, error) {
 	zd, err := zstd.NewReader(nil,

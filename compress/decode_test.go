@@ -198,3 +198,48 @@ func TestDecodeFrameConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestDecodeCost: what DecodeFrame allocates given no dst, plus the
+// compressed bytes the caller holds, stays within DecodeCost, for
+// truthful frames and for bombs overrunning their entry alike.
+func TestDecodeCost(t *testing.T) {
+	d := newTestDecoder(t)
+	json := taxiJSON(16, 4<<20)
+	tests := []struct {
+		name    string
+		comp    []byte
+		size    int64 // the entry's claim
+		corrupt bool
+	}{
+		{"json 1 KiB", specFor(t, json[:1<<10], false).comp, 1 << 10, false},
+		{"json 256 KiB", specFor(t, json[:256<<10], true).comp, 256 << 10, false},
+		{"json 4 MiB", specFor(t, json, true).comp, 4 << 20, false},
+		{"zeros 4 MiB", rleFrame(4<<20, 0), 4 << 20, false},
+		{"bomb under 1 KiB", rleFrame(16<<20, 0), 1 << 10, true},
+		{"bomb under 300 KiB", rleFrame(16<<20, 0), 300 << 10, true},
+		{"bomb under 4 MiB", rleFrame(16<<20, 0), 4 << 20, true},
+		{"streaming bomb under 4 MiB", specFor(t, make([]byte, 16<<20), true).comp, 4 << 20, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Frame{CompSize: int64(len(tt.comp)), Size: tt.size}
+			// Warm up the decoder's own buffers, which are reused.
+			if _, err := d.DecodeFrame(f, tt.comp, nil); errors.Is(err, ErrCorrupt) != tt.corrupt {
+				t.Fatalf("DecodeFrame: %v, want corrupt %v", err, tt.corrupt)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := d.DecodeFrame(f, tt.comp, nil)
+			runtime.ReadMemStats(&after)
+			held := int64(after.TotalAlloc-before.TotalAlloc) + f.CompSize
+			t.Logf("%d compressed bytes, entry %d: %d bytes held of DecodeCost %d: %v", f.CompSize, f.Size, held, DecodeCost(f), err)
+			if held > DecodeCost(f) {
+				t.Errorf("held %d bytes, DecodeCost says at most %d", held, DecodeCost(f))
+			}
+		})
+	}
+	if got, want := MaxDecodeCost(DefaultFrameLimit), DecodeCost(Frame{Size: DefaultFrameLimit, CompSize: CompressBound(DefaultFrameLimit)}); got != want {
+		t.Errorf("MaxDecodeCost = %d, want %d", got, want)
+	}
+}

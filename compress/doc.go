@@ -41,7 +41,16 @@
 //     bound of the zstd format itself, so no valid frame is rejected);
 //     there are at most MaxFrames frames and Size <= MaxSize. All
 //     arithmetic on these fields is done in int64 on values small enough
-//     that it cannot overflow.
+//     that it cannot overflow. LargestSize and LargestCompSize are the
+//     maxima of the frames' fields.
+//   - Bounded tails. TailSize and every NeedMoreError ask for at most
+//     MaxTableSize bytes, whatever object size a listing claims.
+//   - A reader's frame limit. The format allows frames of up to
+//     MaxFrameSize (1 GiB), far more than a reader should decode on a
+//     request; CheckFrameLimit refuses a table with a frame past a
+//     smaller limit (DefaultFrameLimit for segfs), in decoded or in
+//     compressed bytes (CompressBound), and DecodeCost gives the memory a
+//     decode takes, so that a caller can reserve it before allocating.
 //   - Bounded decoding. DecodeFrame never returns bytes that were not
 //     verified: the output has exactly Frame.Size bytes and, when the
 //     table carries checksums, their XXH64 matches. A frame that decodes

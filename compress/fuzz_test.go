@@ -39,7 +39,7 @@ func seedObjects(t testing.TB) map[string][]byte {
 // checkTable asserts the SeekTable invariants stated in doc.go.
 func checkTable(t *testing.T, tab *SeekTable, objectSize int64) {
 	t.Helper()
-	var compOff, off int64
+	var compOff, off, largest, largestComp int64
 	for i, f := range tab.Frames {
 		if f.CompOff != compOff || f.Off != off || f.CompSize < 1 || f.Size < 0 || f.Size > MaxFrameSize ||
 			f.Size > f.CompSize*MaxRatio || f.HasChecksum != tab.Checksums {
@@ -47,6 +47,10 @@ func checkTable(t *testing.T, tab *SeekTable, objectSize int64) {
 		}
 		compOff += f.CompSize
 		off += f.Size
+		largest, largestComp = max(largest, f.Size), max(largestComp, f.CompSize)
+	}
+	if tab.LargestSize != largest || tab.LargestCompSize != largestComp {
+		t.Fatalf("table: largest frame %d (%d compressed), the frames say %d (%d)", tab.LargestSize, tab.LargestCompSize, largest, largestComp)
 	}
 	tableSize := skippableHeader + int64(len(tab.Frames))*int64(map[bool]int{true: 12, false: 8}[tab.Checksums]) + FooterSize
 	if tab.CompressedSize != compOff || tab.Size != off || off > MaxSize || len(tab.Frames) > MaxFrames ||

@@ -44,7 +44,28 @@ const (
 	// at least 4 bytes (3-byte header plus one RLE byte), so no valid frame
 	// expands by more than 32768.
 	MaxRatio = 1 << 15
+
+	// MaxTableSize is the length of the largest seek table frame the
+	// format allows under MaxFrames: MaxFrames entries with checksums,
+	// the skippable frame header and the footer (48 MiB). No tail longer
+	// than this is ever needed.
+	MaxTableSize = skippableHeader + MaxFrames*entrySizeSum + FooterSize
 )
+
+// DefaultFrameLimit is the largest frame a segfs mount decodes unless
+// configured otherwise (SeekTable.CheckFrameLimit; `segfs mount
+// --max-frame-size`), and so the largest frame size `segfs push` writes.
+// It is 64 times Encode's DefaultFrameSize and 4 times the largest frame
+// size BenchmarkFrameSize measures, so no object written with a sensible
+// frame size is refused, while one decode of a frame this large holds at
+// most MaxDecodeCost(DefaultFrameLimit), about 52 MiB: a table claiming
+// MaxFrameSize (1 GiB) frames cannot make a mount allocate gigabytes.
+const DefaultFrameLimit = 16 << 20
+
+// ErrFrameTooLarge is wrapped by the error of CheckFrameLimit: the
+// object is well formed, but one of its frames is larger than the
+// reader agreed to decode. It does not wrap ErrCorrupt.
+var ErrFrameTooLarge = errors.New("seekable zstd frame larger than the frame size limit")
 
 var (
 	// ErrCorrupt is wrapped by every error about an object whose bytes
@@ -95,17 +116,58 @@ type SeekTable struct {
 	CompressedSize int64 // bytes of frames, = object size - table frame size
 	Size           int64 // logical size: sum of frame sizes
 	Checksums      bool  // every frame carries a checksum
+
+	// The largest Frame.Size and Frame.CompSize of Frames (0 if none),
+	// so that CheckFrameLimit costs O(1) on every read.
+	LargestSize, LargestCompSize int64
 }
 
 // TailSize returns how many bytes from the end of an object of compressed
 // size n a caller should fetch to parse its seek table in one go:
-// min(n, max(64 KiB, n/4096)). That holds the table of any object with at
-// most 5400 frames, or whose frames average at least 48 KiB of compressed
-// bytes (12 table bytes per frame), at a cost of 1/4096 of the object. If
-// ParseSeekTable still reports ErrNeedMore, the *NeedMoreError says how
-// many to fetch instead.
+// min(n, max(64 KiB, n/4096), MaxTableSize). That holds the table of any
+// object with at most 5400 frames, or whose frames average at least
+// 48 KiB of compressed bytes (12 table bytes per frame), at a cost of
+// 1/4096 of the object, and never more than the largest table the format
+// allows, whatever size a listing claims. If ParseSeekTable still reports
+// ErrNeedMore, the *NeedMoreError says how many to fetch instead (also at
+// most MaxTableSize).
 func TailSize(n int64) int64 {
-	return max(0, min(n, max(defaultTailBytes, n>>tailShift)))
+	return max(0, min(n, max(defaultTailBytes, n>>tailShift), MaxTableSize))
+}
+
+// CompressBound returns the largest number of compressed bytes a zstd
+// frame of n decompressed bytes needs: the zstd library's
+// ZSTD_COMPRESSBOUND, n + n/256, plus up to 64 bytes for frames under
+// 128 KiB (headers and block headers of data that does not compress).
+func CompressBound(n int64) int64 {
+	b := n + n>>8
+	if n < 128<<10 {
+		b += (128<<10 - n) >> 11
+	}
+	return b
+}
+
+// CheckFrameLimit returns nil if every frame of t decodes to at most limit
+// bytes and has at most CompressBound(limit) compressed bytes, the most a
+// frame within the limit can need. Otherwise it returns an error wrapping
+// ErrFrameTooLarge that names the first frame past the limit. It costs
+// O(1) when the table is within the limit. t must come from
+// ParseSeekTable (which sets LargestSize and LargestCompSize).
+func (t *SeekTable) CheckFrameLimit(limit int64) error {
+	maxComp := CompressBound(limit)
+	if t.LargestSize <= limit && t.LargestCompSize <= maxComp {
+		return nil
+	}
+	for i, f := range t.Frames {
+		switch {
+		case f.Size > limit:
+			return fmt.Errorf("%w: frame %d (%s) decodes to %d bytes, the limit is %d", ErrFrameTooLarge, i, f, f.Size, limit)
+		case f.CompSize > maxComp:
+			return fmt.Errorf("%w: frame %d (%s) has %d compressed bytes, more than a frame of the limit %d can need (%d)",
+				ErrFrameTooLarge, i, f, f.CompSize, limit, maxComp)
+		}
+	}
+	return fmt.Errorf("%w: table claims frames of up to %d bytes (%d compressed), the limit is %d", ErrFrameTooLarge, t.LargestSize, t.LargestCompSize, limit)
 }
 
 // ParseSeekTable parses and validates the seek table of an object of
@@ -208,6 +270,8 @@ func parseEntries(entries []byte, n uint32, entrySize int, dataSize int64) (*See
 		t.Frames[i] = f
 		compOff += f.CompSize
 		off += f.Size
+		t.LargestSize = max(t.LargestSize, f.Size)
+		t.LargestCompSize = max(t.LargestCompSize, f.CompSize)
 	}
 	if compOff != dataSize {
 		return nil, corruptf("seek table: frames cover %d bytes but %d precede the table (gap of %d)", compOff, dataSize, dataSize-compOff)

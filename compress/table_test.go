@@ -226,9 +226,101 @@ func TestFrameAt(t *testing.T) {
 }
 
 func TestTailSize(t *testing.T) {
-	for n, want := range map[int64]int64{-1: 0, 0: 0, 17: 17, 64 << 10: 64 << 10, 1 << 28: 64 << 10, 1 << 30: 1 << 18, 1 << 40: 1 << 28} {
+	for n, want := range map[int64]int64{
+		-1: 0, 0: 0, 17: 17, 64 << 10: 64 << 10, 1 << 28: 64 << 10, 1 << 30: 1 << 18, 1 << 36: 1 << 24,
+		// Past 192 GiB the share of the object would exceed the largest
+		// table the format allows.
+		1 << 40: MaxTableSize, 1 << 62: MaxTableSize, math.MaxInt64: MaxTableSize,
+	} {
 		if got := TailSize(n); got != want {
 			t.Errorf("TailSize(%d) = %d, want %d", n, got, want)
 		}
+	}
+	// The largest table, MaxFrames entries with checksums, is exactly
+	// MaxTableSize: a NeedMoreError never asks for more.
+	footer := binary.LittleEndian.AppendUint32(nil, MaxFrames)
+	footer = append(footer, checksumFlag)
+	footer = binary.LittleEndian.AppendUint32(footer, seekableMagic)
+	_, err := ParseSeekTable(footer, 1<<62)
+	var nm *NeedMoreError
+	if !errors.As(err, &nm) || nm.Need != MaxTableSize {
+		t.Fatalf("footer of MaxFrames frames: %v, want a NeedMoreError for %d bytes", err, int64(MaxTableSize))
+	}
+}
+
+func TestCompressBound(t *testing.T) {
+	for n, want := range map[int64]int64{0: 64, 1: 64, 128 << 10: 128<<10 + 512, 16 << 20: 16<<20 + 64<<10} {
+		if got := CompressBound(n); got != want {
+			t.Errorf("CompressBound(%d) = %d, want %d", n, got, want)
+		}
+	}
+	// Incompressible data is the worst case: no frame Encode writes
+	// exceeds the bound of its size.
+	for _, fs := range []int{1, 100, 4 << 10, 128 << 10, 1 << 20} {
+		obj := encodeBytes(t, randomData(uint64(fs), 3*fs+1), EncoderOptions{FrameSize: fs})
+		for _, f := range parseObject(t, obj).Frames {
+			if f.CompSize > CompressBound(f.Size) {
+				t.Errorf("frame size %d: %v has %d compressed bytes, bound %d", fs, f, f.CompSize, CompressBound(f.Size))
+			}
+		}
+	}
+}
+
+// hugeFrameObject is the hostile object of the frame limit: about 32 KiB
+// of RLE blocks whose table entry claims (truthfully) one frame of 1 GiB
+// of zeros, the most MaxFrameSize allows.
+func hugeFrameObject() []byte {
+	return buildObject([]frameSpec{{comp: rleFrame(MaxFrameSize, 0), size: MaxFrameSize}}, false)
+}
+
+func TestCheckFrameLimit(t *testing.T) {
+	huge := hugeFrameObject()
+	tab := parseObject(t, huge)
+	if len(huge) > 40<<10 || tab.LargestSize != MaxFrameSize || tab.LargestCompSize != int64(len(huge))-int64(minTableSize+entrySizeNoSum) {
+		t.Fatalf("hostile object of %d bytes: %+v", len(huge), tab)
+	}
+	obj, specs := threeFrames(t)
+	small := parseObject(t, obj)
+	// A table of small frames whose middle one claims a compressed size
+	// past the bound of the limit (the frames are not decoded here).
+	es := []entry{{comp: 10, size: 10}, {comp: uint32(CompressBound(DefaultFrameLimit)) + 1, size: 10}, {comp: 10, size: 10}}
+	bigComp := appendTable(make([]byte, 20+CompressBound(DefaultFrameLimit)+1), es, false)
+	bigCompTab := parseObject(t, bigComp)
+
+	tests := []struct {
+		name  string
+		tab   *SeekTable
+		limit int64
+		ok    bool
+	}{
+		{"1 GiB frame, default limit", tab, DefaultFrameLimit, false},
+		{"1 GiB frame, limit 1 GiB", tab, MaxFrameSize, true},
+		{"1 GiB frame, limit one byte short", tab, MaxFrameSize - 1, false},
+		{"small frames, default limit", small, DefaultFrameLimit, true},
+		{"small frames, limit = largest frame", small, int64(specs[1].size), true},
+		{"small frames, limit below largest frame", small, int64(specs[1].size) - 1, false},
+		{"compressed size past the bound", bigCompTab, DefaultFrameLimit, false},
+		{"compressed size at the bound of a larger limit", bigCompTab, DefaultFrameLimit + 1, true},
+		{"empty table", parseObject(t, appendTable(nil, nil, true)), 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.tab.CheckFrameLimit(tt.limit)
+			switch {
+			case tt.ok && err != nil:
+				t.Fatalf("CheckFrameLimit(%d) = %v, want nil", tt.limit, err)
+			case !tt.ok && (!errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrCorrupt)):
+				t.Fatalf("CheckFrameLimit(%d) = %v, want ErrFrameTooLarge and not ErrCorrupt", tt.limit, err)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestDefaultFrameLimit: the limit is far above what push writes by
+// default and far below what the format allows.
+func TestDefaultFrameLimit(t *testing.T) {
+	if DefaultFrameLimit < 16*DefaultFrameSize || DefaultFrameLimit > MaxFrameSize/16 {
+		t.Errorf("DefaultFrameLimit %d: want between 16 times DefaultFrameSize %d and MaxFrameSize/16", DefaultFrameLimit, DefaultFrameSize)
 	}
 }

@@ -3,12 +3,19 @@ package fs
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,7 +132,7 @@ func TestFrameReaderStats(t *testing.T) {
 	t.Cleanup(func() { pc.Close() })
 	sched := prefetch.New(prefetch.Config{Workers: 2})
 	r := NewReader(store, pc, sched, ReaderConfig{Source: "test", PartSize: 64 << 10, Prefetch: "none"})
-	fr, err := NewFrameReader(r, 1<<20, slog.New(slog.DiscardHandler))
+	fr, err := NewFrameReader(r, FrameConfig{CacheBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,3 +160,390 @@ func TestFrameReaderStats(t *testing.T) {
 		t.Errorf("after the same read again: %+v, want no new decode and 3 hits", st2)
 	}
 }
+
+// hugeFrameObject returns the hostile object of the frame limit: one zstd
+// frame of 1 GiB of zeros in RLE blocks (about 32 KiB) under a seek table
+// that says so, truthfully and without checksums.
+func hugeFrameObject() []byte {
+	const size, block = compress.MaxFrameSize, 128 << 10
+	obj := binary.LittleEndian.AppendUint32(nil, 0xFD2FB528) // zstd magic
+	obj = append(obj, 0x00, 0x38)                            // no content size, no checksum; window 128 KiB
+	for left := size; left > 0; left -= block {
+		h := uint32(block)<<3 | 1<<1 // an RLE block
+		if left == block {
+			h |= 1 // the last
+		}
+		obj = append(obj, byte(h), byte(h>>8), byte(h>>16), 0)
+	}
+	comp := len(obj)
+	obj = binary.LittleEndian.AppendUint32(obj, 0x184D2A5E) // skippable frame of the seek table
+	obj = binary.LittleEndian.AppendUint32(obj, 8+compress.FooterSize)
+	obj = binary.LittleEndian.AppendUint32(obj, uint32(comp))
+	obj = binary.LittleEndian.AppendUint32(obj, size)
+	obj = binary.LittleEndian.AppendUint32(obj, 1) // one frame
+	obj = append(obj, 0)                           // no checksums
+	return binary.LittleEndian.AppendUint32(obj, 0x8F92EAB1)
+}
+
+// newFrameTest stores obj in a memStore and returns the store, the entry
+// of obj (its seek table read as Entries does) and a FrameReader with cfg
+// over a Reader of 64 KiB parts without prefetch, whose 16 fetch workers
+// can fetch the parts of several frames at once.
+func newFrameTest(t *testing.T, obj []byte, cfg FrameConfig) (*memStore, Entry, *FrameReader) {
+	t.Helper()
+	store := newMemStore()
+	o := store.put("x.fdt.zst", obj)
+	tab, err := readSeekTable(context.Background(), store, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newTestReader(t, store, newFakeCache(), 16, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone})
+	fr, err := NewFrameReader(r, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fr.Close) // before the Reader's cleanup: cleanups run last first
+	return store, Entry{Name: "x.fdt", Obj: o, Table: tab}, fr
+}
+
+// holdReads makes every ReadRange of store wait until the returned
+// function is called.
+func holdReads(store *memStore) (release func()) {
+	gate := make(chan struct{})
+	store.mu.Lock()
+	store.gate = gate
+	store.mu.Unlock()
+	return sync.OnceFunc(func() { close(gate) })
+}
+
+// fetched reports whether a ReadRange of store touched the compressed
+// bytes of frame f of e.
+func fetched(store *memStore, e Entry, f compress.Frame) bool {
+	for _, rr := range store.rangesOf(e.Obj.Key) {
+		if rr.off < f.CompOff+f.CompSize && rr.off+rr.n > f.CompOff {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFrameReaderHugeFrame: an object of about 32 KiB whose table claims
+// one 1 GiB frame is listed at its logical size, but with the default
+// limit each of three concurrent one-byte reads fails (EIO at the edge)
+// without fetching or allocating anything like the frame.
+func TestFrameReaderHugeFrame(t *testing.T) {
+	obj := hugeFrameObject()
+	store, e, fr := newFrameTest(t, obj, FrameConfig{CacheBytes: DefaultFrameCache})
+	if len(obj) > 40<<10 || e.Size() != compress.MaxFrameSize {
+		t.Fatalf("hostile object of %d bytes shows %d", len(obj), e.Size())
+	}
+	calls := store.calls.Load()
+	errs := make([]error, 3)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = fr.ReadAt(context.Background(), e, make([]byte, 1), int64(i)<<20, nil)
+		})
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&after)
+	for i, err := range errs {
+		if !errors.Is(err, compress.ErrFrameTooLarge) {
+			t.Fatalf("read %d: %v, want ErrFrameTooLarge", i, err)
+		}
+		if errno := toErrno(slog.New(slog.DiscardHandler), "read", e.Obj.Key, err); errno != syscall.EIO {
+			t.Errorf("read %d: errno %v, want EIO", i, errno)
+		}
+	}
+	t.Log(errs[0])
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("three refused reads allocated %d bytes", alloc)
+	}
+	st := fr.Stats()
+	if st.Rejected != 3 || st.Decodes != 0 || st.DecodeMemoryPeak != 0 || store.calls.Load() != calls {
+		t.Errorf("stats %+v, %d fetches; want 3 rejected reads, nothing fetched, reserved or decoded", st, store.calls.Load()-calls)
+	}
+}
+
+// TestFrameReaderSharesDecodes: concurrent reads of one frame larger than
+// the frame cache decode it once; the frame is not kept, so a later read
+// decodes it again; no budget stays reserved.
+func TestFrameReaderSharesDecodes(t *testing.T) {
+	const frameSize, readers = 256 << 10, 4
+	data := randomBytes(7, frameSize)
+	var obj bytes.Buffer
+	if _, _, err := compress.Encode(context.Background(), &obj, bytes.NewReader(data), compress.EncoderOptions{FrameSize: frameSize}); err != nil {
+		t.Fatal(err)
+	}
+	store, e, fr := newFrameTest(t, obj.Bytes(), FrameConfig{CacheBytes: frameSize / 4})
+	release := holdReads(store)
+	defer release()
+	got := make([][]byte, readers)
+	errs := make([]error, readers)
+	var wg sync.WaitGroup
+	for i := range readers {
+		wg.Go(func() {
+			got[i], errs[i] = fr.ReadAt(context.Background(), e, make([]byte, 4096), int64(i)*50000, nil)
+		})
+	}
+	// The first read starts the decode, which waits at the store; the
+	// others join it.
+	waitFor(t, func() bool { return fr.Stats().Shared == readers-1 })
+	release()
+	wg.Wait()
+	for i := range readers {
+		if off := i * 50000; errs[i] != nil || !bytes.Equal(got[i], data[off:off+4096]) {
+			t.Fatalf("read %d: %v, or bytes differ", i, errs[i])
+		}
+	}
+	if st := fr.Stats(); st.Decodes != 1 || st.DecodedBytes != frameSize || st.DecodeMemory != 0 {
+		t.Errorf("after %d concurrent reads: %+v, want one decode and no budget held", readers, st)
+	}
+	if _, err := fr.ReadAt(context.Background(), e, make([]byte, 1), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := fr.Stats(); st.Decodes != 2 || st.Hits != 0 {
+		t.Errorf("a later read of a frame larger than the cache: %+v, want a second decode", st)
+	}
+}
+
+// TestFrameReaderDecodeBudget: with a budget that holds one decode but not
+// two, reads of two frames decode one after the other: the second waits
+// for the budget before fetching, and the bytes reserved never exceed it.
+func TestFrameReaderDecodeBudget(t *testing.T) {
+	const frameSize = 256 << 10
+	data := randomBytes(8, 4*frameSize)
+	var obj bytes.Buffer
+	if _, _, err := compress.Encode(context.Background(), &obj, bytes.NewReader(data), compress.EncoderOptions{FrameSize: frameSize}); err != nil {
+		t.Fatal(err)
+	}
+	budget := MinDecodeMemory(frameSize) * 3 / 2
+	store, e, fr := newFrameTest(t, obj.Bytes(), FrameConfig{DecodeBytes: budget, MaxFrameSize: frameSize})
+	f0, f2 := e.Table.Frames[0], e.Table.Frames[2]
+	if cost := compress.DecodeCost(f0); 2*cost <= budget {
+		t.Fatalf("budget %d holds two decodes of %d", budget, cost)
+	}
+	release := holdReads(store)
+	defer release()
+	var wg sync.WaitGroup
+	for _, f := range []compress.Frame{f0, f2} {
+		wg.Go(func() {
+			got, err := fr.ReadAt(context.Background(), e, make([]byte, 100), f.Off+7, nil)
+			if err != nil || !bytes.Equal(got, data[f.Off+7:f.Off+107]) {
+				t.Errorf("%v: %v, or bytes differ", f, err)
+			}
+		})
+	}
+	// Either the second decode waits for the budget, or (were there no
+	// budget) both fetch at once.
+	waitFor(t, func() bool {
+		return fr.Stats().DecodeWaits >= 1 || (fetched(store, e, f0) && fetched(store, e, f2))
+	})
+	release()
+	wg.Wait()
+	st := fr.Stats()
+	t.Logf("budget %d: %+v", budget, st)
+	if st.DecodeMemoryPeak > budget || st.DecodeMemoryPeak < compress.DecodeCost(f0) || st.DecodeMemory != 0 || st.Decodes != 2 {
+		t.Errorf("stats %+v: want two decodes, at most %d bytes reserved at once, none left", st, budget)
+	}
+}
+
+// TestFrameReaderInterrupted: a reader interrupted while it waits for a
+// shared decode fails alone; when every reader of a decode is gone, the
+// decode stops and releases its budget, and a later read starts afresh.
+func TestFrameReaderInterrupted(t *testing.T) {
+	data := randomBytes(9, 3*(64<<10))
+	var obj bytes.Buffer
+	if _, _, err := compress.Encode(context.Background(), &obj, bytes.NewReader(data), compress.EncoderOptions{FrameSize: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	store, e, fr := newFrameTest(t, obj.Bytes(), FrameConfig{CacheBytes: 1 << 20})
+	release := holdReads(store)
+	ctx, cancel := context.WithCancel(context.Background())
+	interrupted := make(chan error, 1)
+	go func() {
+		_, err := fr.ReadAt(ctx, e, make([]byte, 10), 0, nil)
+		interrupted <- err
+	}()
+	waitFor(t, func() bool { return fr.Stats().DecodeMemory > 0 }) // the decode waits at the store
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		got, err := fr.ReadAt(context.Background(), e, make([]byte, 10), 5, nil)
+		if err != nil || !bytes.Equal(got, data[5:15]) {
+			t.Errorf("the other reader: %v, or bytes differ", err)
+		}
+	})
+	waitFor(t, func() bool { return fr.Stats().Shared == 1 })
+	cancel()
+	if err := <-interrupted; !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted reader: %v, want context.Canceled", err)
+	}
+	release()
+	wg.Wait()
+
+	// Frame 1: its only reader leaves while the fetch waits.
+	release = holdReads(store)
+	defer release()
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() {
+		_, err := fr.ReadAt(ctx, e, make([]byte, 10), 64<<10, nil)
+		interrupted <- err
+	}()
+	waitFor(t, func() bool { return fr.Stats().DecodeMemory > 0 })
+	cancel()
+	if err := <-interrupted; !errors.Is(err, context.Canceled) {
+		t.Fatalf("lone interrupted reader: %v", err)
+	}
+	waitFor(t, func() bool { return fr.Stats().DecodeMemory == 0 })
+	release()
+	got, err := fr.ReadAt(context.Background(), e, make([]byte, 10), 64<<10, nil)
+	if err != nil || !bytes.Equal(got, data[64<<10:64<<10+10]) {
+		t.Fatalf("read after the abandoned decode: %v", err)
+	}
+	if st := fr.Stats(); st.Decodes != 2 {
+		t.Errorf("stats %+v: want the shared decode and the fresh one (the abandoned one never decoded)", st)
+	}
+}
+
+// TestFrameReaderClose: Close stops a decode that waits at the store and
+// returns once its goroutine is done; its reader and later ones get
+// errors wrapping ErrClosed.
+func TestFrameReaderClose(t *testing.T) {
+	data := randomBytes(10, 64<<10)
+	store, e, fr := newFrameTest(t, seekableBytes(t, data), FrameConfig{})
+	release := holdReads(store)
+	defer release()
+	failed := make(chan error, 1)
+	go func() {
+		_, err := fr.ReadAt(context.Background(), e, make([]byte, 10), 0, nil)
+		failed <- err
+	}()
+	waitFor(t, func() bool { return fr.Stats().DecodeMemory > 0 }) // the decode waits at the store
+	fr.Close()
+	if err := <-failed; !errors.Is(err, ErrClosed) {
+		t.Fatalf("read in progress at Close: %v, want ErrClosed", err)
+	}
+	if _, err := fr.ReadAt(context.Background(), e, make([]byte, 10), 5<<10, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("read after Close: %v, want ErrClosed", err)
+	}
+	fr.Close() // a second Close is harmless
+}
+
+func TestFrameConfig(t *testing.T) {
+	r := newTestReader(t, newMemStore(), newFakeCache(), 1, ReaderConfig{})
+	for _, tc := range []struct {
+		cfg FrameConfig
+		ok  bool
+	}{
+		{FrameConfig{}, true},
+		{FrameConfig{CacheBytes: -1}, false},
+		{FrameConfig{MaxFrameSize: compress.MaxFrameSize + 1}, false},
+		{FrameConfig{MaxFrameSize: -1}, false},
+		{FrameConfig{DecodeBytes: MinDecodeMemory(compress.DefaultFrameLimit) - 1}, false},
+		{FrameConfig{DecodeBytes: MinDecodeMemory(compress.DefaultFrameLimit)}, true},
+		{FrameConfig{MaxFrameSize: 32 << 20}, false}, // the default budget holds no frame that large
+	} {
+		fr, err := NewFrameReader(r, tc.cfg)
+		if (err == nil) != tc.ok {
+			t.Errorf("NewFrameReader(%+v) = %v, want ok %v", tc.cfg, err, tc.ok)
+		}
+		if fr != nil {
+			fr.Close()
+		}
+	}
+	if DefaultDecodeMemory < MinDecodeMemory(compress.DefaultFrameLimit) {
+		t.Errorf("the default decode memory %d cannot decode a frame of the default limit (%d needed)",
+			DefaultDecodeMemory, MinDecodeMemory(compress.DefaultFrameLimit))
+	}
+}
+
+// hugeStore lists an object far larger than it holds, as a broken or
+// hostile listing may: every ReadRange fails as for a vanished object,
+// after recording how many bytes it was asked for.
+type hugeStore struct {
+	*memStore
+	asked atomic.Int64
+}
+
+func (s *hugeStore) ReadRange(ctx context.Context, obj fetcher.Object, off int64, p []byte) error {
+	s.asked.Store(max(s.asked.Load(), int64(len(p))))
+	return fmt.Errorf("get %s: %w", obj.Key, fetcher.ErrNotFound)
+}
+
+// TestEntriesHugeListing: a .zst listed at 2^62 bytes is read with a
+// tail of at most the largest seek table, and is shown as it is.
+func TestEntriesHugeListing(t *testing.T) {
+	store := &hugeStore{memStore: newMemStore()}
+	objs := []fetcher.Object{{Key: "big.fdt.zst", Size: 1 << 62, ETag: `"1"`}}
+	entries, err := Entries(context.Background(), store, objs, 1, slog.New(slog.DiscardHandler))
+	if err != nil || len(entries) != 1 || entries[0].Table != nil || entries[0].Name != "big.fdt.zst" {
+		t.Fatalf("entries %+v, %v; want the object shown as it is", entries, err)
+	}
+	if a := store.asked.Load(); a == 0 || a > compress.MaxTableSize {
+		t.Errorf("tail read of %d bytes, want at most %d", a, int64(compress.MaxTableSize))
+	}
+}
+
+// TestFrameReaderHoldsUntilCopied: a decoded frame stays counted in the
+// decode budget until its last reader is done with it, and only the
+// frame (not its compressed bytes) stays counted.
+func TestFrameReaderHoldsUntilCopied(t *testing.T) {
+	data := randomBytes(11, 64<<10)
+	_, e, fr := newFrameTest(t, seekableBytes(t, data), FrameConfig{})
+	got, done, err := fr.frame(context.Background(), e, 1, nil)
+	if err != nil || !bytes.Equal(got, data[4<<10:8<<10]) || done == nil {
+		t.Fatalf("frame 1: %v, or bytes differ", err)
+	}
+	if st := fr.Stats(); st.DecodeMemory != e.Table.Frames[1].Size {
+		t.Errorf("while the frame is in use: %d bytes reserved, want its size %d", st.DecodeMemory, e.Table.Frames[1].Size)
+	}
+	done()
+	if st := fr.Stats(); st.DecodeMemory != 0 {
+		t.Errorf("once it is done: %d bytes reserved", st.DecodeMemory)
+	}
+}
+
+// An object refused for a frame past the limit is logged once, however
+// many of its reads fail, the edge's log of each failed read included.
+func TestRefusedObjectLogsOnce(t *testing.T) {
+	var warns warnCounter
+	log := slog.New(&warns)
+	store := newMemStore()
+	o := store.put("x.fdt.zst", hugeFrameObject())
+	tab, err := readSeekTable(context.Background(), store, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone, Logger: log})
+	fr, err := NewFrameReader(r, FrameConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fr.Close)
+	e := Entry{Name: "x.fdt", Obj: o, Table: tab}
+	for i := range 3 {
+		_, err := fr.ReadAt(context.Background(), e, make([]byte, 1), int64(i), nil)
+		if errno := toErrno(log, "read", o.Key, err); errno != syscall.EIO {
+			t.Fatalf("read %d: errno %v (%v), want EIO", i, errno, err)
+		}
+	}
+	if n := warns.n.Load(); n != 1 {
+		t.Fatalf("%d warnings for three refused reads of one object, want 1", n)
+	}
+}
+
+// warnCounter is a slog.Handler that counts records at Warn and above.
+type warnCounter struct{ n atomic.Int64 }
+
+func (w *warnCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		w.n.Add(1)
+	}
+	return nil
+}
+func (w *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnCounter) WithGroup(string) slog.Handler      { return w }

@@ -40,8 +40,8 @@ type pushCmd struct {
 
 func (c *pushCmd) validate() error {
 	switch {
-	case c.FrameSize < 1 || c.FrameSize > compress.MaxFrameSize:
-		return fmt.Errorf("--frame-size %v: must be between 1B and %v", c.FrameSize, byteSize(compress.MaxFrameSize))
+	case c.FrameSize < 1 || c.FrameSize > compress.DefaultFrameLimit:
+		return fmt.Errorf("--frame-size %v: must be between 1B and %v, the largest frame a mount decodes by default (--max-frame-size)", c.FrameSize, byteSize(compress.DefaultFrameLimit))
 	case c.Level < 1 || c.Level > 22:
 		return fmt.Errorf("--level %d: must be between 1 and 22", c.Level)
 	case c.Parallel < 1 || c.Parallel > 256:

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -157,6 +160,106 @@ func TestCompressedCorruptFrame(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(m.Log()), []byte("frame 3")) {
 		t.Errorf("the log does not name the bad frame:\n%s", m.Log())
+	}
+}
+
+// hugeFrameObject returns an object of about 32 KiB whose seek table
+// claims, truthfully, one frame of 1 GiB of zeros (zstd RLE blocks), the
+// largest the format allows: a read of one byte of it, if decoded, costs
+// 1 GiB of memory.
+func hugeFrameObject() []byte {
+	const size, block = compress.MaxFrameSize, 128 << 10
+	obj := binary.LittleEndian.AppendUint32(nil, 0xFD2FB528) // zstd magic
+	obj = append(obj, 0x00, 0x38)                            // no content size, no checksum; window 128 KiB
+	for left := size; left > 0; left -= block {
+		h := uint32(block)<<3 | 1<<1 // an RLE block
+		if left == block {
+			h |= 1 // the last
+		}
+		obj = append(obj, byte(h), byte(h>>8), byte(h>>16), 0)
+	}
+	comp := len(obj)
+	obj = binary.LittleEndian.AppendUint32(obj, 0x184D2A5E) // skippable frame of the seek table
+	obj = binary.LittleEndian.AppendUint32(obj, 8+compress.FooterSize)
+	obj = binary.LittleEndian.AppendUint32(obj, uint32(comp))
+	obj = binary.LittleEndian.AppendUint32(obj, size)
+	obj = binary.LittleEndian.AppendUint32(obj, 1) // one frame
+	obj = append(obj, 0)                           // no checksums
+	return binary.LittleEndian.AppendUint32(obj, 0x8F92EAB1)
+}
+
+// TestCompressedHugeFrame: the hostile object above is listed at its
+// logical size, but with the default --max-frame-size three concurrent
+// one-byte reads of it fail with EIO and a log line naming the limit;
+// segfs stays up, its peak resident set far below the claimed frame, and
+// the other files read exactly.
+func TestCompressedHugeFrame(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	logical := jsonLines(3, 1<<20)
+	raw := randomBytes(102, 1<<20)
+	putObjects(t, srv, bucket, map[string][]byte{
+		"huge.fdt.zst": hugeFrameObject(),
+		"ok.fdt.zst":   encodeSeekable(t, logical, 64<<10),
+		"raw.doc":      raw,
+	})
+	m := mountS3(t, srv, "s3://"+bucket, "--part-size", "1MiB", "--prefetch", "none")
+	path := filepath.Join(m.Dir, "huge.fdt")
+	if fi, err := os.Stat(path); err != nil || fi.Size() != compress.MaxFrameSize {
+		t.Fatalf("stat huge.fdt: %v, want %d bytes", err, compress.MaxFrameSize)
+	}
+	before, err := harness.ReadProcStatus(m.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = f.ReadAt(make([]byte, 1), int64(i)*(300<<20))
+		})
+	}
+	wg.Wait()
+	after, err := harness.ReadProcStatus(m.Pid())
+	if err != nil {
+		t.Fatalf("segfs gone after the reads: %v", err)
+	}
+	t.Logf("segfs peak RSS %d MiB before the reads, %d MiB after (RSS now %d MiB)", before.VmHWM>>20, after.VmHWM>>20, after.VmRSS>>20)
+	for i, err := range errs {
+		if !errors.Is(err, syscall.EIO) {
+			t.Errorf("read %d of huge.fdt: %v, want EIO", i, err)
+		}
+	}
+	if after.VmHWM > 256<<20 {
+		t.Errorf("segfs peak RSS %d MiB after one-byte reads of a 32 KiB object", after.VmHWM>>20)
+	}
+	if n := strings.Count(m.Log(), "frame size limit"); n == 0 {
+		t.Errorf("the log does not say why huge.fdt fails:\n%s", m.Log())
+	} else {
+		t.Logf("%d log lines for 3 refused reads", n)
+	}
+	for name, want := range map[string][]byte{"ok.fdt": logical, "raw.doc": raw} {
+		got, err := os.ReadFile(filepath.Join(m.Dir, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s after the refused reads: %v, or contents differ", name, err)
+		}
+	}
+	harness.MustStats(t, m) // the daemon still answers
+
+	// The limit is the mount's: below ok.fdt's 64 KiB frames, it refuses
+	// that object too, and only it.
+	m2 := mountS3(t, srv, "s3://"+bucket, "--part-size", "1MiB", "--prefetch", "none",
+		"--max-frame-size", "32KiB", "--decode-memory", "1MiB", "--frame-cache", "0")
+	if _, err := os.ReadFile(filepath.Join(m2.Dir, "ok.fdt")); !errors.Is(err, syscall.EIO) {
+		t.Errorf("ok.fdt under --max-frame-size 32KiB: %v, want EIO", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(m2.Dir, "raw.doc")); err != nil || !bytes.Equal(got, raw) {
+		t.Errorf("raw.doc under --max-frame-size 32KiB: %v, or contents differ", err)
 	}
 }
 
