@@ -33,18 +33,21 @@ type partCall struct {
 	fetched bool              // done is closed and data or err is set
 	prio    prefetch.Priority // the highest priority asked for it; Demand: a reader waits on it
 	ranges  []*prefetch.Task  // the other ranges' tasks while a split fetch runs (split.go)
+	fill    *fill             // the background fill that queued it, if one did (fill.go)
 }
 
 // startPart makes sure part idx of obj is in flight at prio or higher,
 // unless it is cached.
 func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority) {
-	r.startPartIn(obj.Key, obj, idx, prio)
+	r.startCall(obj.Key, obj, idx, prio, nil)
 }
 
-// startPartIn is startPart with the scheduler group the fetch is queued
-// in: within a priority, groups take turns and each group's fetches run
-// in the order they were queued.
-func (r *Reader) startPartIn(group string, obj fetcher.Object, idx int64, prio prefetch.Priority) {
+// startCall is startPart with the scheduler group the fetch is queued
+// in (within a priority, groups take turns and each group's fetches run
+// in the order they were queued) and the fill it is for, if any: a call
+// it creates counts in that fill's window until it leaves the in-flight
+// map.
+func (r *Reader) startCall(group string, obj fetcher.Object, idx int64, prio prefetch.Priority, f *fill) {
 	k := keyOf(obj, idx)
 	r.mu.Lock()
 	if r.closed {
@@ -76,13 +79,16 @@ func (r *Reader) startPartIn(group string, obj fetcher.Object, idx int64, prio p
 		return
 	}
 
-	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), refs: 1, prio: prio}
+	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), refs: 1, prio: prio, fill: f}
 	r.mu.Lock()
 	if r.closed || r.inflight[k] != nil {
 		r.mu.Unlock()
 		return // lost a race to another reader, who started it
 	}
 	r.inflight[k] = call
+	if f != nil {
+		f.active++
+	}
 	r.mu.Unlock()
 	r.stats.started[prio].Add(1)
 	// Submit outside mu: after the scheduler is closed it runs the task
@@ -109,7 +115,10 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	}
 	start := time.Now()
 	r.receiving.Add(1)
-	err := r.fetchPart(ctx, call, buf, sums, progress)
+	err := func() (err error) {
+		defer catchPanic(&err, fmt.Sprintf("fetch %s part %d", call.obj.Key, call.key.idx))
+		return r.fetchPart(ctx, call, buf, sums, progress)
+	}()
 	r.receiving.Add(-1)
 	r.stats.fetchNanos.Add(int64(time.Since(start)))
 	if err != nil {
@@ -123,11 +132,19 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	if err == nil {
 		call.data, call.sums = buf, sums
 	} else {
+		// A failed call leaves the in-flight map as its error is
+		// published: a reader that arrives after it ended starts a new
+		// fetch instead of taking an error from an attempt it never
+		// waited on.
 		call.err = err
+		r.removeLocked(call)
 	}
 	call.fetched = true
 	close(call.done)
 	r.mu.Unlock()
+	if r.afterPublish != nil {
+		r.afterPublish(call)
+	}
 
 	if err != nil {
 		r.finishCall(call, false)
@@ -192,9 +209,10 @@ func (r *Reader) storePart(call *partCall) {
 // finishCall removes a part's call from the in-flight map, moving its
 // bytes to the memory tier if keep is set, and drops the fetch's ref.
 func (r *Reader) finishCall(call *partCall, keep bool) {
+	defer r.callEnded(call)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.inflight, call.key)
+	r.removeLocked(call)
 	switch {
 	case r.closed || call.data == nil:
 	case keep:
@@ -204,6 +222,20 @@ func (r *Reader) finishCall(call *partCall, keep bool) {
 		call.kept = r.holdLocked(call) // for a stream behind it (follow.go)
 	}
 	r.releaseLocked(call)
+}
+
+// removeLocked takes call out of the in-flight map, if it is still
+// there (a failed call leaves it early, and a new call of the same part
+// may have taken its place since), and out of its fill's window. r.mu
+// must be held.
+func (r *Reader) removeLocked(call *partCall) {
+	if r.inflight[call.key] != call {
+		return
+	}
+	delete(r.inflight, call.key)
+	if call.fill != nil {
+		call.fill.active--
+	}
 }
 
 // waitCall waits for call and copies its bytes at off into p. It holds one
@@ -271,7 +303,10 @@ func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p
 		r.stats.rangeReads.Add(1)
 		task := r.sched.Submit(obj.Key, prefetch.Demand, func(ctx context.Context) {
 			buf := make([]byte, len(p)) // the task may outlive its readers
-			err := r.store.ReadRange(ctx, obj, off, buf)
+			err := func() (err error) {
+				defer catchPanic(&err, fmt.Sprintf("fetch %s [%d,%d)", obj.Key, off, off+int64(len(buf))))
+				return r.store.ReadRange(ctx, obj, off, buf)
+			}()
 			if err == nil {
 				r.stats.fetchedBytes.Add(int64(len(buf)))
 			}
@@ -371,9 +406,7 @@ func (r *Reader) prefetchObject(group string, obj fetcher.Object) {
 	if seen {
 		return
 	}
-	for i := int64(0); i*r.cfg.PartSize < obj.Size; i++ {
-		r.startPartIn(group, obj, i, prefetch.Background)
-	}
+	r.startFill(group, []fetcher.Object{obj}, 0, false)
 	r.promote(obj) // built now if every part was cached already
 }
 
@@ -426,11 +459,9 @@ func (r *Reader) PrefetchAll(ctx context.Context, objects []fetcher.Object) erro
 		}
 	}
 	slices.SortStableFunc(small, func(a, b fetcher.Object) int { return cmp.Compare(a.Size, b.Size) })
-	for _, obj := range append(small, large...) {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("prefetch: %w", err)
-		}
-		r.prefetchObject(sweepGroup, obj)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("prefetch: %w", err)
 	}
+	r.startFill(sweepGroup, append(small, large...), 0, true)
 	return nil
 }

@@ -2,8 +2,10 @@ package fs
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -204,7 +206,8 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 }
 
 // Read serves [off, off+len(dest)) of the object, clamped to its size.
-func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
+	defer f.recoverRead(&res, &errno, off)
 	var seq *Sequence
 	h, _ := fh.(*fileHandle)
 	if h != nil {
@@ -228,6 +231,15 @@ func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 		return &partReply{data: data, release: release}, 0
 	}
 	return fuse.ReadResultData(data), 0
+}
+
+// recoverRead, deferred by Read, fails a read that panicked with EIO
+// and logs it with its stack, so that the daemon serves on.
+func (f *fileNode) recoverRead(res *fuse.ReadResult, errno *syscall.Errno, off int64) {
+	if p := recover(); p != nil {
+		err := fmt.Errorf("read %s at %d: %w: %v\n%s", f.obj.Key, off, ErrInternal, p, debug.Stack())
+		*res, *errno = nil, toErrno(f.log, "read", f.obj.Key, err)
+	}
 }
 
 // partReply is a read's reply sent from a part's buffer: go-fuse writes

@@ -24,10 +24,12 @@ import (
 // So while a handle reads an object sequentially (its stream), the Reader
 // follows it:
 //
-//   - The object's background fill, queued at open, is taken back; the
-//     stream's readahead fetches what it needs, and the fill is queued
-//     again when the stream ends (the handle is released, or it reads
-//     anywhere else), so every part still gets fetched.
+//   - The object's background fill, queued at open, is taken back: its
+//     queued fetches past the readahead's reach are cancelled and its
+//     cursor leaves the object (fill.go); the stream's readahead fetches
+//     what it needs, and a fill from the first part taken back starts
+//     when the stream ends (the handle is released, or it reads anywhere
+//     else), so every part still gets fetched.
 //   - A part fetched for the stream, from the one it reads to the end of
 //     its readahead's reach (MaxReadahead parts after it), is kept in
 //     memory (held) after it is stored, until the stream reads past it.
@@ -51,12 +53,22 @@ var errFillPaused = errors.New("background fill paused for a sequential reader")
 // stream is the sequential reader of one object that the Reader follows.
 // Guarded by Reader.mu.
 type stream struct {
-	owner  *Sequence
-	obj    fetcher.Object
-	pos    int64              // the part of the owner's last read
-	last   time.Time          // when the owner last read
-	held   map[int64]heldPart // parts fetched for the stream, kept until read past
-	paused []int64            // parts whose background fetch was taken back
+	owner *Sequence
+	obj   fetcher.Object
+	pos   int64              // the part of the owner's last read
+	last  time.Time          // when the owner last read
+	held  map[int64]heldPart // parts fetched for the stream, kept until read past
+	// resume is the first part whose background fetch was taken back or
+	// left to the stream, -1 if none: the fill starts again from there.
+	resume int64
+}
+
+// resumeAt records that the background fetches of the stream's object
+// from part idx on were left to it.
+func (st *stream) resumeAt(idx int64) {
+	if st.resume < 0 || idx < st.resume {
+		st.resume = idx
+	}
 }
 
 // heldPart is a stored part kept in memory for a stream: its bytes, and
@@ -74,26 +86,27 @@ func (r *Reader) holdParts() int64 { return int64(r.cfg.MaxReadahead) + 1 }
 
 // follow records a read by seq of obj whose first part is first. A
 // streaming read starts or moves seq's stream of obj; any other read ends
-// it. It returns the parts whose background fetch must be queued again.
-func (r *Reader) follow(obj fetcher.Object, seq *Sequence, first int64, streaming bool) (refill []int64) {
+// it. It returns the part from which the object's background fill must
+// start again, -1 if none, and the fills to pump on.
+func (r *Reader) follow(obj fetcher.Object, seq *Sequence, first int64, streaming bool) (refill int64, pump []*fill) {
 	k := objectKey(obj)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.streams[k]
 	switch {
 	case r.closed:
-		return nil
+		return -1, nil
 	case !streaming:
 		if st != nil && st.owner == seq {
-			return r.endStreamLocked(st)
+			return r.endStreamLocked(st), nil
 		}
-		return nil
+		return -1, nil
 	case st == nil:
-		st = &stream{owner: seq, obj: obj, pos: first, held: make(map[int64]heldPart)}
+		st = &stream{owner: seq, obj: obj, pos: first, held: make(map[int64]heldPart), resume: -1}
 		r.streams[k] = st
-		r.pauseFillLocked(st)
+		pump = r.pauseFillLocked(st)
 	case st.owner != seq:
-		return nil
+		return -1, nil
 	}
 	st.pos, st.last = first, time.Now()
 	for idx, h := range st.held {
@@ -101,7 +114,7 @@ func (r *Reader) follow(obj fetcher.Object, seq *Sequence, first int64, streamin
 			r.dropHeldLocked(st, idx, h)
 		}
 	}
-	return nil
+	return -1, pump
 }
 
 // pauseFillLocked takes back the queued background fetches of st's object
@@ -109,8 +122,14 @@ func (r *Reader) follow(obj fetcher.Object, seq *Sequence, first int64, streamin
 // readahead: the stream will read them next, and readahead may use the
 // workers that background work leaves free (measured: the first part of
 // a network-bound stream arrived with 12 of 16 fetches in flight before,
-// 16 after). r.mu must be held.
-func (r *Reader) pauseFillLocked(st *stream) {
+// 16 after). The fill positioned on the object leaves it to the stream.
+// It returns the fills whose window it freed, to be pumped once r.mu is
+// released. r.mu must be held.
+func (r *Reader) pauseFillLocked(st *stream) (pump []*fill) {
+	if f := r.fills[objectKey(st.obj)]; f != nil {
+		r.yieldToStreamLocked(st, f)
+		pump = append(pump, f)
+	}
 	reach := st.pos + int64(r.cfg.MaxReadahead)
 	for k, call := range r.inflight {
 		if k.key != st.obj.Key || k.etag != st.obj.ETag ||
@@ -126,25 +145,29 @@ func (r *Reader) pauseFillLocked(st *stream) {
 		if !r.sched.Cancel(call.task) { // running already
 			continue
 		}
-		delete(r.inflight, k)
+		r.removeLocked(call)
+		if call.fill != nil {
+			pump = append(pump, call.fill)
+		}
 		call.err = errFillPaused
 		call.fetched = true
 		close(call.done)
 		r.releaseLocked(call)
-		st.paused = append(st.paused, k.idx)
+		st.resumeAt(k.idx)
 		r.stats.fillPaused.Add(1)
 	}
+	return pump
 }
 
 // endStreamLocked stops following st and drops its held parts (they are
-// in the disk cache). It returns the parts whose background fetch was
-// taken back, to be queued again. r.mu must be held.
-func (r *Reader) endStreamLocked(st *stream) []int64 {
+// in the disk cache). It returns the part from which the object's fill
+// must start again, -1 if none. r.mu must be held.
+func (r *Reader) endStreamLocked(st *stream) int64 {
 	for idx, h := range st.held {
 		r.dropHeldLocked(st, idx, h)
 	}
 	delete(r.streams, objectKey(st.obj))
-	return st.paused
+	return st.resume
 }
 
 // dropHeldLocked lets go of a held part. Its buffer goes back to the pool
@@ -195,7 +218,7 @@ func (r *Reader) heldLocked(k partKey) ([]byte, bool) {
 // the stream are queued again.
 func (r *Reader) EndStream(obj fetcher.Object, seq *Sequence) {
 	r.mu.Lock()
-	var refill []int64
+	refill := int64(-1)
 	if st := r.streams[objectKey(obj)]; st != nil && st.owner == seq {
 		refill = r.endStreamLocked(st)
 	}
@@ -222,8 +245,8 @@ func (r *Reader) sweepStreams() {
 // StreamIdle or more before now, and queues their objects' fill again.
 func (r *Reader) endIdleStreams(now time.Time) {
 	type ended struct {
-		obj   fetcher.Object
-		parts []int64
+		obj    fetcher.Object
+		resume int64
 	}
 	var idle []ended
 	r.mu.Lock()
@@ -235,14 +258,6 @@ func (r *Reader) endIdleStreams(now time.Time) {
 	}
 	r.mu.Unlock()
 	for _, e := range idle {
-		r.refill(e.obj, e.parts)
-	}
-}
-
-// refill queues again, at background priority, the parts of obj whose
-// background fetch a stream took back, unless cached or in flight since.
-func (r *Reader) refill(obj fetcher.Object, parts []int64) {
-	for _, idx := range parts {
-		r.startPart(obj, idx, prefetch.Background)
+		r.refill(e.obj, e.resume)
 	}
 }

@@ -155,6 +155,9 @@ type Reader struct {
 	// beforeSplit, if set (by tests), runs when a part fetch has decided
 	// to split, before it submits its ranges.
 	beforeSplit func()
+	// afterPublish, if set (by tests), runs when a part fetch has
+	// published its bytes or error to its waiters, before it is stored.
+	afterPublish func(*partCall)
 
 	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
 	writers sync.WaitGroup
@@ -168,6 +171,7 @@ type Reader struct {
 	ranges     map[rangeKey]*rangeCall
 	mem        memTier
 	prefetched map[partKey]bool    // objects (idx -1) whose background fetch was queued
+	fills      map[partKey]*fill   // by object (idx -1): the fill whose cursor is on it (fill.go)
 	streams    map[partKey]*stream // by object (idx -1): sequential readers followed (follow.go)
 	heldBytes  int64               // capacity of the streams' held parts
 }
@@ -194,6 +198,7 @@ func NewReader(store fetcher.Store, pc PartCache, sched *prefetch.Scheduler, cfg
 		ranges:     make(map[rangeKey]*rangeCall),
 		mem:        newMemTier(cfg.MemoryLimit),
 		prefetched: make(map[partKey]bool),
+		fills:      make(map[partKey]*fill),
 		streams:    make(map[partKey]*stream),
 		stop:       make(chan struct{}),
 	}
@@ -277,7 +282,11 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 	window, streaming := 0, false
 	if seq != nil {
 		window, streaming = seq.observe(off, end, r.cfg.MaxReadahead)
-		r.refill(obj, r.follow(obj, seq, first, streaming))
+		refill, pump := r.follow(obj, seq, first, streaming)
+		r.refill(obj, refill)
+		for _, f := range pump {
+			r.pump(f)
+		}
 	}
 	// A small read that is not part of a sequential stream is served by a
 	// GET of its own range, unless its part is no larger than SmallRead
@@ -535,6 +544,7 @@ func (r *Reader) Close() error {
 	r.mu.Lock()
 	r.mem.clear()
 	clear(r.streams)
+	clear(r.fills)
 	r.heldBytes = 0
 	r.mu.Unlock()
 	return nil

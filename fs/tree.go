@@ -39,26 +39,54 @@ func NewRoot(entries []Entry, reader *Reader, frames *FrameReader, log *slog.Log
 	}
 	return &Root{
 		dirNode: dirNode{mtime: time.Now()},
-		entries: entries,
+		entries: shown(entries, log),
 		reader:  reader,
 		frames:  frames,
 		log:     log,
 	}
 }
 
+// shown returns the entries the tree shows, in their order: those whose
+// name is usable and not also a directory's. Each one left out is logged
+// once. Only usable names imply directories, so a key such as "a//b" or
+// "a/.." hides nothing but itself.
+func shown(entries []Entry, log *slog.Logger) []Entry {
+	out := make([]Entry, 0, len(entries))
+	for _, e := range entries {
+		if !validKey(e.Name) {
+			log.Warn("skipping object with an unusable name", "key", e.Obj.Key)
+			continue
+		}
+		out = append(out, e)
+	}
+	dirs := dirSet(out)
+	kept := out[:0]
+	for _, e := range out {
+		if dirs[e.Name] {
+			log.Warn("skipping object whose name is also a directory", "key", e.Obj.Key)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return kept
+}
+
+// Objects returns the objects of the files the tree shows, in listing
+// order: what --prefetch all fetches. Keys the tree skips, and the
+// hidden form of a file stored both raw and compressed, are not among
+// them.
+func (r *Root) Objects() []fetcher.Object {
+	objs := make([]fetcher.Object, len(r.entries))
+	for i, e := range r.entries {
+		objs[i] = e.Obj
+	}
+	return objs
+}
+
 // OnAdd builds the whole tree once, with persistent inodes.
 func (r *Root) OnAdd(ctx context.Context) {
-	dirs := dirSet(r.entries)
 	small := make(map[string]*smallFiles) // by directory
 	for _, e := range r.entries {
-		if !validKey(e.Name) {
-			r.log.Warn("skipping object with an unusable name", "key", e.Obj.Key)
-			continue
-		}
-		if dirs[e.Name] {
-			r.log.Warn("skipping object whose name is also a directory", "key", e.Obj.Key)
-			continue
-		}
 		parent := &r.Inode
 		dir, base := path.Split(e.Name)
 		for _, name := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
@@ -184,3 +212,10 @@ func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.En
 func (d *dirNode) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	return nil, syscall.EROFS
 }
+
+// TreeBytesPerKey bounds the memory the tree takes per listed key: its
+// entry, file node and inode, and the directory maps that hold them,
+// for keys of up to about a hundred bytes (TestTreeMemoryPerKey measures
+// it; docs/RELIABILITY.md has the figure). The mount's memory bound
+// counts it once per key.
+const TreeBytesPerKey = 1 << 10

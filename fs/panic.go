@@ -1,0 +1,23 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+)
+
+// ErrInternal marks a read that failed because segfs itself broke an
+// invariant (a panic on the request's path). The read fails with EIO and
+// the daemon goes on serving every other file.
+var ErrInternal = errors.New("segfs internal error")
+
+// catchPanic, deferred, turns a panic of the calling goroutine into an
+// error in *err that wraps ErrInternal and carries the stack. Every
+// goroutine that runs on a remote object's bytes or its listed size (the
+// fetch pool's tasks, the FUSE handlers) defers it: bad input must cost
+// one request, never the daemon.
+func catchPanic(err *error, what string) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("%s: %w: %v\n%s", what, ErrInternal, p, debug.Stack())
+	}
+}

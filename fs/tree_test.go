@@ -1,0 +1,129 @@
+package fs
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/segfs/segfs/fetcher"
+)
+
+// A key that is not a clean path hides nothing but itself: "a//b" and
+// "a/." do not make "a" a directory and so do not hide the file "a".
+func TestUnusableKeysHideOnlyThemselves(t *testing.T) {
+	keys := []string{"a", "a//b", "a/.", "a/./b", "a/../x", "d", "d/x", "ok", "/abs", "e/", "nul\x00"}
+	var entries []Entry
+	for _, k := range keys {
+		entries = append(entries, Entry{Name: k, Obj: fetcher.Object{Key: k, ETag: `"e"`, Size: 1}})
+	}
+	var names []string
+	for _, e := range shown(entries, slog.New(slog.DiscardHandler)) {
+		names = append(names, e.Name)
+	}
+	// "d" is a real directory's name as well as a file's: that file is
+	// left out, as before.
+	if want := []string{"a", "d/x", "ok"}; !slices.Equal(names, want) {
+		t.Fatalf("shown %q, want %q", names, want)
+	}
+}
+
+// Objects, what --prefetch all fetches, are the shown files only.
+func TestRootObjectsAreTheShownFiles(t *testing.T) {
+	entries := []Entry{
+		{Name: "a", Obj: fetcher.Object{Key: "a", Size: 1}},
+		{Name: "../x", Obj: fetcher.Object{Key: "../x", Size: 1}},
+		{Name: "b", Obj: fetcher.Object{Key: "b.zst", Size: 1}},
+	}
+	root := NewRoot(entries, nil, nil, slog.New(slog.DiscardHandler))
+	var keys []string
+	for _, o := range root.Objects() {
+		keys = append(keys, o.Key)
+	}
+	if want := []string{"a", "b.zst"}; !slices.Equal(keys, want) {
+		t.Fatalf("objects %q, want %q", keys, want)
+	}
+}
+
+// TreeBytesPerKey bounds what the tree and its listing cost per listed
+// key; the mount's memory bound counts it (cmd/segfs).
+func TestTreeMemoryPerKey(t *testing.T) {
+	const n = 200_000 // the cost per key does not depend on the count
+	store := newMemStore()
+	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{})
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	// Keys shaped like a shard's: 16 directories of segment files with
+	// 40-byte names.
+	objs := make([]fetcher.Object, n)
+	for i := range objs {
+		objs[i] = fetcher.Object{Key: fmt.Sprintf("indices/%02d/_%07d_Lucene90_0.tim", i%16, i), ETag: `"0123456789abcdef0123456789abcdef"`, Size: int64(i)}
+	}
+	entries := make([]Entry, n)
+	for i, o := range objs {
+		entries[i] = Entry{Name: o.Key, Obj: o}
+	}
+	objs = nil
+	root := NewRoot(entries, r, nil, slog.New(slog.DiscardHandler))
+	entries = nil
+	gofs.NewNodeFS(root, &gofs.Options{}) // builds the tree (OnAdd)
+	took := time.Since(start)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(n)
+	t.Logf("%d keys: %d bytes of heap per key, built in %v", n, per, took.Round(time.Millisecond))
+	if per > TreeBytesPerKey {
+		t.Fatalf("the tree costs %d bytes per key, more than TreeBytesPerKey (%d) that the memory bound counts", per, TreeBytesPerKey)
+	}
+	runtime.KeepAlive(root)
+}
+
+// A listing of a million keys mounts: another process lists a directory
+// of it and stats a file. The process's peak RSS is logged for the docs.
+func TestMountOfAMillionKeys(t *testing.T) {
+	if os.Geteuid() != 0 || testing.Short() {
+		t.Skip("needs root (a direct FUSE mount) and the long run")
+	}
+	const n, dirs = 1_000_000, 16
+	store := newMemStore()
+	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{})
+	entries := make([]Entry, n)
+	for i := range entries {
+		o := fetcher.Object{Key: fmt.Sprintf("d%02d/_%07d_Lucene90_0.tim", i%dirs, i), ETag: `"0123456789abcdef0123456789abcdef"`, Size: int64(i)}
+		entries[i] = Entry{Name: o.Key, Obj: o}
+	}
+	root := NewRoot(entries, r, nil, slog.New(slog.DiscardHandler))
+	entries = nil
+	mnt := t.TempDir()
+	server, err := Mount(mnt, root, MountConfig{FsName: "mem://million", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = server.Unmount() })
+	// The reads run in a child process: this one serves them.
+	out, err := exec.Command("sh", "-c", "ls "+mnt+"/d07 | wc -l && stat -c %s "+mnt+"/d15/_0999999_Lucene90_0.tim").CombinedOutput()
+	if err != nil {
+		t.Fatalf("reading the mount: %v: %s", err, out)
+	}
+	if got, want := strings.Fields(string(out)), []string{fmt.Sprint(n / dirs), "999999"}; !slices.Equal(got, want) {
+		t.Fatalf("the mount shows %q, want %q (files in d07, size of the last file)", got, want)
+	}
+	if err := server.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	status, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			t.Logf("a million keys mounted and listed; peak RSS of the process: %s", strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")))
+		}
+	}
+}
