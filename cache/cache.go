@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -22,8 +21,9 @@ var (
 	ErrNoSpace = errors.New("no space to cache part")
 	// ErrClosed is returned by calls on a closed Cache.
 	ErrClosed = errors.New("cache closed")
-	// ErrUnsafeDir: the cache directory is writable by group or others,
-	// is not owned by the current user, or is not a directory.
+	// ErrUnsafeDir: the cache directory is a symlink, is not a
+	// directory, is writable by group or others, is not owned by the
+	// current user, or its lock or tmp is not what segfs makes there.
 	ErrUnsafeDir = errors.New("unsafe cache directory")
 	// ErrInUse: another Cache, in this or another process, has the
 	// directory open.
@@ -33,8 +33,10 @@ var (
 // Config configures a Cache. Zero fields take the documented defaults.
 type Config struct {
 	// Dir is the cache directory; required. It is created 0700 if
-	// missing, and refused if it is group- or other-writable or not
-	// owned by the current user.
+	// missing. An existing one must be a real directory (not a symlink)
+	// owned by the current user and not group- or other-writable, and
+	// either empty or a segfs cache; anything else is refused (see
+	// dir.go).
 	Dir string
 	// MaxBytes bounds the bytes of part files on disk, headers included.
 	// 0: no bound but the free-space floor.
@@ -56,6 +58,7 @@ type Config struct {
 
 	blockSize int64                           // test hook; default DefaultBlockSize
 	statfs    func(dir string) (space, error) // test hook; default statfs
+	holdLoad  <-chan struct{}                 // test hook: if set, the index load starts once it is closed
 	// Test hooks of direct I/O; default setDirectFd and (*os.File).Write.
 	setDirectFd func(fd int, on bool) error
 	writeDirect func(f *os.File, b []byte) (int, error)
@@ -100,9 +103,8 @@ func (c Config) withDefaults() Config {
 type Cache struct {
 	// Immutable after construction.
 	cfg      Config
-	dir      string // absolute
-	tmpDir   string
-	lockFile *os.File      // holds the flock; closed by Close
+	dir      string        // absolute, for messages and statfs
+	dirs     *dirs         // the directory held open; every file is named relative to it
 	sem      chan struct{} // one token per Put writing to disk
 	ctx      context.Context
 	cancel   context.CancelFunc // stops the loader and waiting Puts
@@ -132,7 +134,7 @@ type counters struct {
 	promotions, promotedBytes      atomic.Int64
 	promoteErrors, objectOpens     atomic.Int64
 	badObjects, directBytes        atomic.Int64
-	directReadBytes                atomic.Int64
+	directReadBytes, badFiles      atomic.Int64
 	indexLoaded                    atomic.Bool
 }
 
@@ -147,6 +149,7 @@ type Stats struct {
 	Evictions       int64 // parts removed to keep the bounds
 	EvictedBytes    int64 // bytes of those parts
 	CorruptRemoved  int64 // bad parts found by ReadAt and removed
+	BadFilesRemoved int64 // entries named as parts that could not be used as files (a symlink, a directory, a FIFO, unreadable), removed
 	ReadErrors      int64 // ReadAt calls that met an I/O error (a miss)
 	NoSpace         int64 // Puts skipped: file system full or floor not kept
 	BoundSkips      int64 // Puts skipped: the part did not fit within MaxBytes
@@ -167,8 +170,10 @@ type Stats struct {
 	DirectReadBytes int64 // part data bytes read with O_DIRECT
 }
 
-// Open opens or creates the cache in cfg.Dir. It takes an exclusive lock
-// on the directory, removes temporary files left by a crash, and starts
+// Open opens or creates the cache in cfg.Dir. It checks that the
+// directory is segfs's (a refusal is a *DirError, and nothing in the
+// directory has been touched then), takes an exclusive lock on it, removes
+// temporary files left by a crash, and starts
 // loading the index of the parts on disk in the background; it does not
 // wait for the load. ReadAt and Put work while the index loads.
 func Open(cfg Config) (*Cache, error) {
@@ -186,24 +191,15 @@ func Open(cfg Config) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache dir %s: %w", cfg.Dir, err)
 	}
-	if err := prepareDir(dir); err != nil {
-		return nil, err
-	}
-	lock, err := lockDir(dir)
+	d, err := openDirs(dir, cfg.Logger)
 	if err != nil {
-		return nil, err
-	}
-	tmpDir := filepath.Join(dir, "tmp")
-	if err := sweepTemp(tmpDir, cfg.Logger); err != nil {
-		lock.Close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		cfg:      cfg,
 		dir:      dir,
-		tmpDir:   tmpDir,
-		lockFile: lock,
+		dirs:     d,
 		sem:      make(chan struct{}, cfg.MaxWriters),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -214,72 +210,6 @@ func Open(cfg Config) (*Cache, error) {
 	c.scratch.New = func() any { b := make([]byte, cfg.blockSize); return &b }
 	go c.load()
 	return c, nil
-}
-
-// prepareDir creates dir 0700 if missing and checks that it is safe.
-func prepareDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("cache dir %s: %w", dir, err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("cache dir %s: %w", dir, err)
-	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
-		return fmt.Errorf("cache dir %s: not a directory: %w", dir, ErrUnsafeDir)
-	case st == nil || int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("cache dir %s: not owned by the current user (uid %d): %w", dir, os.Geteuid(), ErrUnsafeDir)
-	case fi.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("cache dir %s: mode %v lets group or others write it (chmod go-w): %w", dir, fi.Mode().Perm(), ErrUnsafeDir)
-	}
-	return nil
-}
-
-// lockDir takes an exclusive flock on dir/lock. The kernel releases it
-// when the process dies, so a killed process leaves no stale lock.
-func lockDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, "lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("cache dir %s: %w", dir, err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		if err == syscall.EWOULDBLOCK {
-			return nil, fmt.Errorf("cache dir %s: %w", dir, ErrInUse)
-		}
-		return nil, fmt.Errorf("cache dir %s: lock: %w", dir, err)
-	}
-	return f, nil
-}
-
-// sweepTemp removes every file in the temporary directory, creating it
-// if missing. Only the holder of the lock writes there.
-func sweepTemp(tmpDir string, log *slog.Logger) error {
-	if err := os.Mkdir(tmpDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("cache: %w", err)
-	}
-	des, err := os.ReadDir(tmpDir)
-	if err != nil {
-		return fmt.Errorf("cache: sweep: %w", err)
-	}
-	for _, de := range des {
-		if err := os.RemoveAll(filepath.Join(tmpDir, de.Name())); err != nil {
-			return fmt.Errorf("cache: sweep: %w", err)
-		}
-	}
-	if len(des) > 0 {
-		log.Info("cache: removed temporary files left by an earlier run", "dir", tmpDir, "files", len(des))
-	}
-	return nil
 }
 
 // begin registers a ReadAt or Put; it returns false once Close began.
@@ -359,6 +289,7 @@ func (c *Cache) Stats() Stats {
 		BadObjects:      s.badObjects.Load(),
 		DirectBytes:     s.directBytes.Load(),
 		DirectReadBytes: s.directReadBytes.Load(),
+		BadFilesRemoved: s.badFiles.Load(),
 	}
 }
 
@@ -375,7 +306,7 @@ func (c *Cache) Close() error {
 		c.cancel()
 		c.ops.Wait()
 		<-c.loadDone
-		if err := c.lockFile.Close(); err != nil {
+		if err := c.dirs.close(); err != nil {
 			c.closeErr = fmt.Errorf("cache dir %s: unlock: %w", c.dir, err)
 		}
 	})

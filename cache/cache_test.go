@@ -263,24 +263,65 @@ func TestInUse(t *testing.T) {
 	c2.Close()
 }
 
+// TestTempSweep: Open removes the temporary files a crash left, the names
+// segfs gives them, and leaves everything else in tmp/ alone.
 func TestTempSweep(t *testing.T) {
 	cfg := testConfig(t)
-	tmp := filepath.Join(cfg.Dir, "tmp")
-	if err := os.MkdirAll(filepath.Join(tmp, "nested"), 0o700); err != nil {
+	c, err := Open(cfg) // a cache directory, as a run leaves it
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"0123456789abcdef.1.tmp", "torn.tmp", "nested/x"} {
+	c.Close()
+	tmp := filepath.Join(cfg.Dir, "tmp")
+	outside := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(outside, []byte("not the cache's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ours := []string{"0123456789abcdef.1.tmp", "0123456789abcdef.2.tmp.seal", "fedcba9876543210.3.tmp"}
+	for _, name := range ours[:2] {
 		if err := os.WriteFile(filepath.Join(tmp, name), []byte("half a part"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := openTest(t, cfg)
-	des, err := os.ReadDir(tmp)
-	if err != nil || len(des) != 0 {
-		t.Fatalf("tmp holds %v (%v) after Open", des, err)
+	// A symlink under one of segfs's names: the link goes, not its target.
+	if err := os.Symlink(outside, filepath.Join(tmp, ours[2])); err != nil {
+		t.Fatal(err)
+	}
+	theirs := map[string]string{
+		"torn.tmp":                          "a file",
+		"nested/x":                          "in a directory",
+		"0123456789abcdef.9.tmp/notes.txt":  "in a directory named as segfs names temporary files",
+		"0123456789ABCDEF.1.tmp":            "upper case: not a name segfs makes",
+		"0123456789abcdef.tmp":              "no sequence number",
+		"0123456789abcdef.1.tmp.seal.extra": "a suffix segfs does not add",
+	}
+	for name, content := range theirs {
+		p := filepath.Join(tmp, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c = openTest(t, cfg)
+	for _, name := range ours {
+		if fileExists(filepath.Join(tmp, name)) {
+			t.Errorf("tmp/%s is left after Open", name)
+		}
+	}
+	for name, content := range theirs {
+		if b, err := os.ReadFile(filepath.Join(tmp, name)); err != nil || string(b) != content {
+			t.Errorf("tmp/%s: %q, %v after Open; want it left alone", name, b, err)
+		}
+	}
+	if b, err := os.ReadFile(outside); err != nil || string(b) != "not the cache's" {
+		t.Errorf("the symlink's target: %q, %v; want it untouched", b, err)
 	}
 	mustPut(t, c, key("after sweep", 0), []byte("ok"))
-	checkAccounting(t, c)
+	if got, ok := read(t, c, key("after sweep", 0), 0, 10); !ok || string(got) != "ok" {
+		t.Errorf("after the sweep: read %q (hit %v)", got, ok)
+	}
 }
 
 func TestRestart(t *testing.T) {

@@ -132,14 +132,7 @@ func TestCorruption(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"a directory in its place", func(t *testing.T, _ *Cache, p string) {
-			if err := os.Remove(p); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Mkdir(p, 0o700); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		// Entries that are not files at all: TestUnusablePartFiles.
 	} {
 		// warm: the part was read before the damage, so its header is in
 		// the header cache.

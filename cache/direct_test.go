@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 )
@@ -43,7 +44,7 @@ func TestDirectWrites(t *testing.T) {
 			cfg.IO = tc.writes
 			c := openTest(t, cfg)
 			if tc.wantBytes > 0 {
-				skipWithoutDirect(t, c.tmpDir)
+				skipWithoutDirect(t, filepath.Dir(c.Dir()))
 			}
 			k := Key{Source: "s3://b", Object: "direct", ETag: `"e"`, PartSize: n, Index: 0}
 			want := partData(k, n)
@@ -127,7 +128,7 @@ func TestDirectRefused(t *testing.T) {
 // 4096, and reads back the object.
 func TestPromoteDirect(t *testing.T) {
 	c := openTest(t, testConfig(t))
-	skipWithoutDirect(t, c.tmpDir)
+	skipWithoutDirect(t, filepath.Dir(c.Dir()))
 	const partSize, size = 3 * headerAlign, 2*3*headerAlign + headerAlign + 100
 	var want []byte
 	for i := int64(0); i*partSize < size; i++ {
@@ -225,7 +226,7 @@ func TestDirectReads(t *testing.T) {
 			cfg.IO = tc.io
 			c := openTest(t, cfg)
 			if tc.direct {
-				skipWithoutDirect(t, c.tmpDir)
+				skipWithoutDirect(t, filepath.Dir(c.Dir()))
 			}
 			k := Key{Source: "s3://b", Object: "reads", ETag: `"e"`, PartSize: n, Index: 0}
 			want := partData(k, n)
@@ -249,7 +250,7 @@ func TestDirectReads(t *testing.T) {
 // direct read as by any other, and the part is removed.
 func TestDirectReadFindsCorruption(t *testing.T) {
 	c := openTest(t, testConfig(t))
-	skipWithoutDirect(t, c.tmpDir)
+	skipWithoutDirect(t, filepath.Dir(c.Dir()))
 	const n = 2 * directReadMin
 	k := Key{Source: "s3://b", Object: "flip", ETag: `"e"`, PartSize: n, Index: 0}
 	mustPut(t, c, k, partData(k, n))
@@ -283,7 +284,7 @@ func TestDirectReadRefused(t *testing.T) {
 		return setDirectFd(fd, on)
 	}
 	c := openTest(t, cfg)
-	skipWithoutDirect(t, c.tmpDir)
+	skipWithoutDirect(t, filepath.Dir(c.Dir()))
 	const n = 2 * directReadMin
 	for i := range int64(2) {
 		k := Key{Source: "s3://b", Object: "refused-read", ETag: `"e"`, PartSize: n, Index: i}

@@ -7,9 +7,11 @@
 //
 // # Directory layout
 //
-//	DIR/              0700, owned by the user; refused if group/other-writable
-//	DIR/lock          flock held while a Cache has DIR open (ErrInUse otherwise)
-//	DIR/tmp/          temporary files of Puts in progress; emptied by Open
+//	DIR/              0700, owned by the user; see "The directory is segfs's"
+//	DIR/lock          segfs's marker (one line of text), and the flock held
+//	                  while a Cache has DIR open (ErrInUse otherwise)
+//	DIR/tmp/          temporary files of Puts in progress, <16 hex>.<n>.tmp
+//	                  (and .tmp.seal); Open removes those, and nothing else
 //	DIR/ab/<id>.part  part files, 0600; <id> is the hex SHA-256 of the
 //	                  length-prefixed Key, ab its first two digits
 //	DIR/ab/<id>.obj   whole-object files (Promote), 0600: the object's bytes
@@ -19,6 +21,22 @@
 //
 // No byte of an object key, source or ETag ever appears in a path, so a
 // key such as "../../x" names a file like any other.
+//
+// # The directory is segfs's
+//
+// Open takes a directory only if it is a real directory (not a symlink),
+// owned by the user and not writable by group or others, and either
+// empty (lost+found aside) or segfs's: DIR/lock holds the marker, or it
+// is empty and DIR holds nothing but tmp/ and fan-out directories (a
+// directory made by a segfs from before the marker, which Open then
+// marks). Anything else is refused with a *DirError (ErrUnsafeDir,
+// ErrNotCacheDir) before anything in it is touched: a --cache-dir naming
+// a home directory, or a symlink someone planted at the path, costs no
+// file. After that every file is named relative to a held descriptor of
+// a checked directory and opened, created, renamed or removed without
+// following a symlink (see dir.go), and only names segfs makes are ever
+// removed; a directory in a part's place only if it is empty. Entries
+// segfs did not make are left, and logged.
 //
 // # Part file format (version 2, little-endian; see format.go)
 //
@@ -137,10 +155,22 @@
 //     are evicted like parts; an object larger than a quarter of MaxBytes
 //     is not promoted. A crash between the file's rename and its seal's
 //     leaves a file without a seal, removed by the next load.
+//   - Unusable entries: an entry under a part's or whole-object file's
+//     name that cannot be used as that file (a symlink, a directory, a
+//     FIFO, one the user may not read) is removed when a read opens it or
+//     the index load finds it, counted (Stats.BadFilesRemoved) and
+//     logged, and the next Put writes the part; it never turns every
+//     read of the part into a fetch. A Put finding such an entry while
+//     the index loads does not take it for the part.
 //   - Exclusivity: one Cache per directory at a time (flock on DIR/lock).
 //     The kernel drops the lock when the process dies.
-//   - Close stops the load, waits for every ReadAt and Put in progress and
-//     leaves no goroutine behind.
+//   - Descriptors: a Cache holds DIR's, the lock's, tmp/'s and one per
+//     fan-out directory it has used (at most 256), so that opening a part
+//     resolves one path component. A subdirectory removed by hand under
+//     a running Cache is made anew by the next Put that needs it; the old
+//     descriptor stays open until Close, as a call may still be using it.
+//   - Close stops the load, waits for every ReadAt and Put in progress,
+//     closes every descriptor and leaves no goroutine behind.
 //
 // # How ristretto is used, and where it is not
 //

@@ -13,7 +13,7 @@ import (
 // Key names one part of one version of one object. Two equal Keys name
 // the same bytes: objects are immutable for a given ETag.
 type Key struct {
-	Source   string // the store, e.g. "s3://bucket/prefix"
+	Source   string // the store and the service it is on, e.g. "s3://bucket/prefix at https://host" (fetcher.CacheSource)
 	Object   string // the object's key in the store
 	ETag     string // the object version's identity, as the store gives it
 	PartSize int64  // the part size the object is cut into; > 0
@@ -79,11 +79,17 @@ func (id partID) String() string { return hex.EncodeToString(id[:]) }
 // partSuffix ends every part file name.
 const partSuffix = ".part"
 
-// path returns the part's file: dir/ab/abcdef….part.
+// path returns the part's file: dir/ab/abcdef….part, for messages. The
+// cache itself names it relative to its fan-out directory (slot, name).
 func (id partID) path(dir string) string {
-	name := id.String()
-	return filepath.Join(dir, name[:2], name+partSuffix)
+	return filepath.Join(dir, id.String()[:2], id.name(partSuffix))
 }
+
+// slot is the fan-out directory of id's files: DIR/ab, ab being id[0] in hex.
+func (id partID) slot() int { return int(id[0]) }
+
+// name is the name of id's file with suffix in its fan-out directory.
+func (id partID) name(suffix string) string { return id.String() + suffix }
 
 // parsePartName returns the partID named by a file name in subdirectory
 // sub, or false if the name is not a part file's name for that directory.

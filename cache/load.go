@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -33,6 +32,13 @@ type found struct {
 // its own goroutine, and closes c.loadDone when it returns.
 func (c *Cache) load() {
 	defer close(c.loadDone)
+	if c.cfg.holdLoad != nil {
+		select {
+		case <-c.cfg.holdLoad:
+		case <-c.ctx.Done():
+			return
+		}
+	}
 	start := time.Now()
 	parts, orphans, strays, err := c.walk()
 	if err != nil {
@@ -86,7 +92,7 @@ func (c *Cache) finishLoadLocked(orphans []partID) {
 		_, present := c.idx.entries[id]
 		_, busy := c.idx.busy[id]
 		if !present && !busy {
-			removeObjectFiles(c.dir, id)
+			c.removeObjectFiles(id)
 		}
 	}
 	c.idx.loaded = true
@@ -96,7 +102,7 @@ func (c *Cache) finishLoadLocked(orphans []partID) {
 // walk stats every part file and whole-object file in the fan-out
 // directories.
 func (c *Cache) walk() (parts []found, orphans []partID, strays int64, err error) {
-	subs := make(chan string)
+	subs := make(chan int)
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -121,7 +127,7 @@ func (c *Cache) walk() (parts []found, orphans []partID, strays int64, err error
 		if c.ctx.Err() != nil {
 			break
 		}
-		subs <- fmt.Sprintf("%02x", i)
+		subs <- i
 	}
 	close(subs)
 	wg.Wait()
@@ -130,21 +136,22 @@ func (c *Cache) walk() (parts []found, orphans []partID, strays int64, err error
 
 // walkSub stats the part files and whole-object files in one fan-out
 // directory. A data file and its seal make one entry; a half without the
-// other is an orphan.
-func (c *Cache) walkSub(sub string) (parts []found, orphans []partID, strays int64, err error) {
-	d, err := os.Open(filepath.Join(c.dir, sub))
-	if errors.Is(err, os.ErrNotExist) {
+// other is an orphan. An entry named as one of them that is not a regular
+// file (a symlink, say) is removed and counted; entries of other names
+// are strays, left alone.
+func (c *Cache) walkSub(slot int) (parts []found, orphans []partID, strays int64, err error) {
+	sub := slotName(slot)
+	dfd, err := c.dirs.dir(slot, false)
+	if err == unix.ENOENT {
 		return nil, nil, 0, nil
 	}
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, fmt.Errorf("%s: %w", filepath.Join(c.dir, sub), err)
 	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
+	names, err := readNames(dfd)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("%s: %w", d.Name(), err)
+		return nil, nil, 0, fmt.Errorf("%s: %w", filepath.Join(c.dir, sub), err)
 	}
-	dfd := int(d.Fd())
 	objs := make(map[partID]found)
 	seals := make(map[partID]int64)
 	for _, name := range names {
@@ -169,7 +176,7 @@ func (c *Cache) walkSub(sub string) (parts []found, orphans []partID, strays int
 			continue // removed meanwhile
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
-			strays++
+			c.removeBadFile(id, "", dfd, name, &st, fmt.Errorf("%s, not a regular file", kind(st.Mode)))
 			continue
 		}
 		f := found{id: id, size: st.Size, used: max(st.Atim.Nano(), st.Mtim.Nano())}

@@ -17,9 +17,12 @@ import (
 // their keys. Part i holds partData(key, 64+i%64).
 func makeParts(t testing.TB, dir string, n int) []Key {
 	t.Helper()
-	if err := prepareDir(dir); err != nil {
+	// The directory as a run leaves it: marked, locked by nobody.
+	c, err := Open(Config{Dir: dir, MinFree: -1, Logger: quietLogger(), blockSize: testBlock})
+	if err != nil {
 		t.Fatal(err)
 	}
+	c.Close()
 	for i := range 256 {
 		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("%02x", i)), 0o700); err != nil {
 			t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Whole-object files. An object whose parts are all cached can be copied
@@ -89,7 +89,7 @@ type sealed struct {
 	ctime, mtime int64 // ns
 }
 
-func sealOf(k ObjectKey, st *syscall.Stat_t) sealed {
+func sealOf(k ObjectKey, st *unix.Stat_t) sealed {
 	return sealed{key: k, dev: st.Dev, ino: st.Ino,
 		ctime: st.Ctim.Nano(), mtime: st.Mtim.Nano()}
 }
@@ -195,7 +195,7 @@ func (c *Cache) Promote(ctx context.Context, k ObjectKey, partSize int64) error 
 	}
 	c.mu.Unlock()
 	if err != nil {
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 			c.stats.noSpace.Add(1)
 			err = fmt.Errorf("%w: %w", ErrNoSpace, err)
 		} else if !errors.Is(err, ErrIncomplete) && ctx.Err() == nil {
@@ -212,8 +212,8 @@ func (c *Cache) Promote(ctx context.Context, k ObjectKey, partSize int64) error 
 // buildObject writes the object's file and seal and returns their bytes.
 // On error neither is left behind.
 func (c *Cache) buildObject(ctx context.Context, id partID, k ObjectKey, parts, partSize int64, pk func(int64) Key) (written int64, err error) {
-	tmp := filepath.Join(c.tmpDir, id.String()[:16]+"."+strconv.FormatUint(c.tmpSeq.Add(1), 10)+".tmp")
-	f, err := createTemp(c.tmpDir, tmp)
+	tmp := c.tempName(id)
+	f, tfd, err := c.createTemp(tmp)
 	if err != nil {
 		return 0, err
 	}
@@ -222,7 +222,7 @@ func (c *Cache) buildObject(ctx context.Context, id partID, k ObjectKey, parts, 
 			f.Close()
 		}
 		if err != nil {
-			os.Remove(tmp)
+			unix.Unlinkat(tfd, tmp, 0)
 		}
 	}()
 	buf := alignedBuf(min(partSize, k.Size))
@@ -250,22 +250,26 @@ func (c *Cache) buildObject(ctx context.Context, id partID, k ObjectKey, parts, 
 		return 0, err
 	}
 	f = nil
-	obj := id.objPath(c.dir)
-	if err := renameInto(tmp, obj); err != nil {
+	objName := id.name(objSuffix)
+	if err := c.renameInto(tfd, tmp, id.slot(), objName); err != nil {
 		return 0, err
 	}
 	defer func() {
 		if err != nil {
-			os.Remove(obj)
+			c.removeFile(id.slot(), objName)
 		}
 	}()
-	var st syscall.Stat_t
-	if err := syscall.Lstat(obj, &st); err != nil {
+	dfd, err := c.dirs.dir(id.slot(), false)
+	if err != nil {
+		return 0, err
+	}
+	var st unix.Stat_t
+	if err := fstatat(dfd, objName, &st); err != nil {
 		return 0, err
 	}
 	seal := sealOf(k, &st).encode()
 	stmp := tmp + sealSuffix
-	sf, err := createTemp(c.tmpDir, stmp)
+	sf, stfd, err := c.createTemp(stmp)
 	if err != nil {
 		return 0, err
 	}
@@ -274,10 +278,10 @@ func (c *Cache) buildObject(ctx context.Context, id partID, k ObjectKey, parts, 
 		err = cerr
 	}
 	if err == nil {
-		err = renameInto(stmp, id.sealPath(c.dir))
+		err = c.renameInto(stfd, stmp, id.slot(), id.name(sealSuffix))
 	}
 	if err != nil {
-		os.Remove(stmp)
+		unix.Unlinkat(stfd, stmp, 0)
 		return 0, err
 	}
 	return st.Size + int64(len(seal)), nil
@@ -315,8 +319,15 @@ func (c *Cache) OpenObject(k ObjectKey) (f *os.File, ok bool) {
 		return nil, false
 	}
 	if s.key.Size != k.Size {
-		syscall.Close(fd)
+		unix.Close(fd)
 		c.removeBadObject(id, k, badPart("seal says %d bytes, the store %d", s.key.Size, k.Size))
+		return nil, false
+	}
+	// O_NONBLOCK only kept a FIFO from blocking the open; the file is
+	// handed on, so it goes in the mode files are opened in.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		c.stats.readErrors.Add(1)
 		return nil, false
 	}
 	c.stats.objectOpens.Add(1)
@@ -328,13 +339,22 @@ func (c *Cache) OpenObject(k ObjectKey) (f *os.File, ok bool) {
 // returns the open descriptor and the seal, and marks the file used. A
 // bad file or seal is removed and counted.
 func (c *Cache) openSealed(id partID, k ObjectKey) (fd int, s sealed, ok bool) {
-	objPath, sealPath := id.objPath(c.dir), id.sealPath(c.dir)
-	sb, err := readSmall(sealPath)
-	if errors.Is(err, os.ErrNotExist) {
-		c.dropPhantomObject(id, objPath)
+	objName := id.name(objSuffix)
+	dfd, err := c.dirs.dir(id.slot(), false)
+	if err == unix.ENOENT {
+		c.dropPhantomObject(id, -1)
 		return -1, s, false
 	}
-	if err != nil && !errors.Is(err, errBadPart) && !errors.Is(err, io.ErrUnexpectedEOF) {
+	if err != nil {
+		c.stats.readErrors.Add(1)
+		return -1, s, false
+	}
+	sb, err := readSmall(dfd, id.name(sealSuffix))
+	if errors.Is(err, os.ErrNotExist) {
+		c.dropPhantomObject(id, dfd)
+		return -1, s, false
+	}
+	if err != nil && !errors.Is(err, errBadPart) && !errors.Is(err, io.ErrUnexpectedEOF) && !unusable(errors.Unwrap(err)) {
 		c.stats.readErrors.Add(1)
 		c.cfg.Logger.Warn("cache: cannot read object seal", "object", k.String(), "err", err)
 		return -1, s, false
@@ -349,19 +369,19 @@ func (c *Cache) openSealed(id partID, k ObjectKey) (fd int, s sealed, ok bool) {
 		c.removeBadObject(id, k, err)
 		return -1, s, false
 	}
-	fd, err = openRead(objPath)
+	fd, err = openat(dfd, objName, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		c.removeBadObject(id, k, badPart("data file: %v", err))
 		return -1, s, false
 	}
-	var st syscall.Stat_t
+	var st unix.Stat_t
 	if err := fstat(fd, &st); err != nil {
-		syscall.Close(fd)
+		unix.Close(fd)
 		c.stats.readErrors.Add(1)
 		return -1, s, false
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || sealOf(s.key, &st) != s {
-		syscall.Close(fd)
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || sealOf(s.key, &st) != s {
+		unix.Close(fd)
 		c.removeBadObject(id, k, badPart("data file changed since it was sealed (size %d, inode %d)", st.Size, st.Ino))
 		return -1, s, false
 	}
@@ -402,8 +422,7 @@ func (c *Cache) hasWhole(id partID) bool {
 	if e != nil || loaded {
 		return e != nil && e.whole
 	}
-	var st syscall.Stat_t
-	return syscall.Lstat(id.sealPath(c.dir), &st) == nil
+	return c.isFile(id.slot(), id.name(sealSuffix))
 }
 
 // readWhole serves ReadAt of part k from its object's sealed whole-object
@@ -417,7 +436,7 @@ func (c *Cache) readWhole(k Key, p []byte, off int64) (n int, ok bool) {
 	if !ok {
 		return 0, false
 	}
-	defer syscall.Close(fd)
+	defer unix.Close(fd)
 	length := min(k.PartSize, s.key.Size-k.Offset())
 	if length <= 0 {
 		return 0, false // no such part in this object
@@ -458,7 +477,7 @@ func (c *Cache) dropParts(k ObjectKey, parts, partSize int64) {
 		}
 		c.idx.busy[id] = struct{}{}
 		c.mu.Unlock()
-		if err := os.Remove(id.path(c.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := c.removeFile(id.slot(), id.name(partSuffix)); err != nil {
 			c.cfg.Logger.Warn("cache: cannot remove promoted part", "part", pk.String(), "err", err)
 		}
 		c.mu.Lock()
@@ -491,7 +510,7 @@ func (c *Cache) removeBadObject(id partID, k ObjectKey, why error) {
 	if _, busy := c.idx.busy[id]; busy {
 		return
 	}
-	removeObjectFiles(c.dir, id)
+	c.removeObjectFiles(id)
 	if e := c.idx.entries[id]; e != nil {
 		c.idx.remove(e)
 	} else if !c.idx.loaded {
@@ -502,8 +521,9 @@ func (c *Cache) removeBadObject(id partID, k ObjectKey, why error) {
 }
 
 // dropPhantomObject forgets an indexed object whose seal is gone, and
-// removes a data file left without its seal.
-func (c *Cache) dropPhantomObject(id partID, objPath string) {
+// removes a data file left without its seal. dfd is the descriptor of
+// their directory, -1 if it is gone.
+func (c *Cache) dropPhantomObject(id partID, dfd int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, busy := c.idx.busy[id]; busy {
@@ -512,51 +532,35 @@ func (c *Cache) dropPhantomObject(id partID, objPath string) {
 	if e := c.idx.entries[id]; e != nil {
 		c.idx.remove(e)
 	}
-	_ = os.Remove(objPath)
+	if dfd >= 0 {
+		_ = removeName(dfd, id.name(objSuffix))
+	}
 }
 
 // removeObjectFiles removes the seal first: a data file without its seal
-// is never served, and is removed by the next load.
-func removeObjectFiles(dir string, id partID) {
-	for _, p := range []string{id.sealPath(dir), id.objPath(dir)} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			_ = os.RemoveAll(p) // not ours, but in the way
+// is never served, and is removed by the next load. A directory in the
+// place of either goes only if it is empty.
+func (c *Cache) removeObjectFiles(id partID) {
+	for _, suffix := range []string{sealSuffix, objSuffix} {
+		if err := c.removeFile(id.slot(), id.name(suffix)); err != nil {
+			c.cfg.Logger.Warn("cache: cannot remove whole-object file", "file", filepath.Join(c.dir, slotName(id.slot()), id.name(suffix)), "err", err)
 		}
 	}
 }
 
-func createTemp(dir, path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrNotExist) { // tmp/ removed under us
-		if err = os.Mkdir(dir, 0o700); err == nil || errors.Is(err, os.ErrExist) {
-			f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		}
-	}
-	return f, err
-}
-
-func renameInto(tmp, path string) error {
-	err := os.Rename(tmp, path)
-	if errors.Is(err, os.ErrNotExist) {
-		if err = os.Mkdir(filepath.Dir(path), 0o700); err == nil || errors.Is(err, os.ErrExist) {
-			err = os.Rename(tmp, path)
-		}
-	}
-	return err
-}
-
-// readSmall reads a small file whole, not following a symlink.
-func readSmall(path string) ([]byte, error) {
-	fd, err := openRead(path)
+// readSmall reads the small file name of the directory dfd whole, not
+// following a symlink.
+func readSmall(dfd int, name string) ([]byte, error) {
+	fd, err := openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
+	defer unix.Close(fd)
+	var st unix.Stat_t
 	if err := fstat(fd, &st); err != nil {
 		return nil, err
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size > maxHeaderLen {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxHeaderLen {
 		return nil, badPart("seal is not a small regular file")
 	}
 	b := make([]byte, st.Size)

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Put stores data as the part named by k. len(data) must be between 1
@@ -86,10 +86,15 @@ func (c *Cache) claim(id partID) (claimed, loaded bool) {
 }
 
 // adopt indexes the part's file if it is on disk, not yet indexed by the
-// load, and reports whether it did.
+// load, and reports whether it did. Anything but a regular file there is
+// not adopted: the Put's rename replaces it.
 func (c *Cache) adopt(id partID, k Key) bool {
-	var st syscall.Stat_t
-	if syscall.Lstat(id.path(c.dir), &st) != nil {
+	dfd, err := c.dirs.dir(id.slot(), false)
+	if err != nil {
+		return false
+	}
+	var st unix.Stat_t
+	if fstatat(dfd, id.name(partSuffix), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false
 	}
 	c.mu.Lock()
@@ -119,7 +124,7 @@ func (c *Cache) store(id partID, k Key, hdr, data []byte) error {
 		c.stats.puts.Add(1)
 		c.stats.putBytes.Add(size)
 		return nil
-	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+	case errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT):
 		c.stats.noSpace.Add(1)
 		// Make room for later Puts: the floor did not foresee this (a
 		// quota, or another writer on the file system).
@@ -142,14 +147,14 @@ func (c *Cache) release(id partID) {
 // write writes header and data to a new temporary file and renames it
 // into place. On error the temporary file is removed.
 func (c *Cache) write(id partID, hdr, data []byte) (err error) {
-	tmp := filepath.Join(c.tmpDir, id.String()[:16]+"."+strconv.FormatUint(c.tmpSeq.Add(1), 10)+".tmp")
-	f, err := createTemp(c.tmpDir, tmp)
+	tmp := c.tempName(id)
+	f, tfd, err := c.createTemp(tmp)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
-			os.Remove(tmp)
+			unix.Unlinkat(tfd, tmp, 0)
 		}
 	}()
 	_, err = f.Write(hdr)
@@ -163,7 +168,7 @@ func (c *Cache) write(id partID, hdr, data []byte) (err error) {
 	if err != nil {
 		return err
 	}
-	return renameInto(tmp, id.path(c.dir))
+	return c.renameInto(tfd, tmp, id.slot(), id.name(partSuffix))
 }
 
 // reserve reserves size bytes for a part about to be written, first
@@ -237,9 +242,9 @@ func (c *Cache) evictBytes(n int64) {
 func (c *Cache) removeVictims(victims []victim) {
 	for _, v := range victims {
 		if v.whole {
-			removeObjectFiles(c.dir, v.id)
-		} else if err := os.Remove(v.id.path(c.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			c.cfg.Logger.Warn("cache: cannot remove evicted part", "err", err)
+			c.removeObjectFiles(v.id)
+		} else if err := c.removeFile(v.id.slot(), v.id.name(partSuffix)); err != nil {
+			c.cfg.Logger.Warn("cache: cannot remove evicted part", "file", v.id.path(c.dir), "err", err)
 		}
 		c.stats.evictions.Add(1)
 		c.stats.evictedBytes.Add(v.size)
@@ -252,4 +257,60 @@ func (c *Cache) removeVictims(victims []victim) {
 		delete(c.idx.busy, v.id)
 	}
 	c.mu.Unlock()
+}
+
+// removeFile removes the file name of fan-out directory slot (a
+// directory there only if it is empty). A file already gone is no error.
+func (c *Cache) removeFile(slot int, name string) error {
+	dfd, err := c.dirs.dir(slot, false)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return removeName(dfd, name)
+}
+
+// createTemp creates the temporary file name in tmp/ (O_EXCL, 0600) and
+// returns it with the descriptor of the directory it is in, which the
+// rename and the removal on error must use. tmp/ removed under a running
+// cache is made anew.
+func (c *Cache) createTemp(name string) (*os.File, int, error) {
+	const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL
+	path := filepath.Join(c.dir, tmpName, name)
+	tfd, err := c.dirs.dir(tmpSlot, true)
+	if err != nil {
+		return nil, -1, &os.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
+	}
+	fd, err := openat(tfd, name, flags, 0o600)
+	if err == unix.ENOENT {
+		if tfd, err = c.dirs.renew(tmpSlot, tfd); err == nil {
+			fd, err = openat(tfd, name, flags, 0o600)
+		}
+	}
+	if err != nil {
+		return nil, -1, &os.PathError{Op: "create", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), tfd, nil
+}
+
+// renameInto renames the temporary file tmp of the directory tfd to name
+// in fan-out directory slot, making the directory if missing (or anew if
+// it was removed under a running cache). Whatever is at name is replaced,
+// a symlink included (renameat does not follow it); a directory is not.
+func (c *Cache) renameInto(tfd int, tmp string, slot int, name string) error {
+	dfd, err := c.dirs.dir(slot, true)
+	if err == nil {
+		err = unix.Renameat(tfd, tmp, dfd, name)
+		if err == unix.ENOENT {
+			if dfd, err = c.dirs.renew(slot, dfd); err == nil {
+				err = unix.Renameat(tfd, tmp, dfd, name)
+			}
+		}
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: filepath.Join(c.dir, tmpName, tmp), New: filepath.Join(c.dir, slotName(slot), name), Err: err}
+	}
+	return nil
 }

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
-	"syscall"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,24 +55,34 @@ func (c *Cache) ReadAt(ctx context.Context, k Key, p []byte, off int64) (n int, 
 	return n, true, nil
 }
 
-// read serves ReadAt from the part's file, removing the file if it is bad.
+// read serves ReadAt from the part's file, removing the file if it is bad
+// or cannot be used as a file.
 func (c *Cache) read(id partID, k Key, p []byte, off int64) (int, bool) {
-	path := id.path(c.dir)
-	fd, err := openRead(path)
-	if err == syscall.ENOENT {
-		c.dropPhantom(id, path)
+	name := id.name(partSuffix)
+	dfd, fd, err := c.openFile(id.slot(), name)
+	switch {
+	case err == unix.ENOENT:
+		c.dropPhantom(id, dfd, name)
 		return 0, false
-	}
-	if err != nil {
+	case dfd >= 0 && unusable(err):
+		c.removeUnusable(id, k.String(), dfd, name, err)
+		return 0, false
+	case err != nil:
 		c.stats.readErrors.Add(1)
-		c.cfg.Logger.Warn("cache: cannot open part", "part", k.String(), "err", err)
+		if dfd >= 0 || c.dirs.warnOnce(id.slot()) {
+			c.cfg.Logger.Warn("cache: cannot open part", "part", k.String(), "file", id.path(c.dir), "err", err)
+		}
 		return 0, false
 	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
+	defer unix.Close(fd)
+	var st unix.Stat_t
 	if err := fstat(fd, &st); err != nil {
 		c.stats.readErrors.Add(1)
 		c.cfg.Logger.Warn("cache: cannot stat part", "part", k.String(), "err", err)
+		return 0, false
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		c.removeBadFile(id, k.String(), dfd, name, &st, fmt.Errorf("%s, not a regular file", kind(st.Mode)))
 		return 0, false
 	}
 
@@ -85,11 +94,11 @@ func (c *Cache) read(id partID, k Key, p []byte, off int64) (int, bool) {
 		}
 		// Several readers may find the same bad file: only the one that
 		// removes it counts and logs it.
-		if c.removeBad(id, path, &st) {
+		if c.removeBad(id, dfd, name, &st) {
 			if corrupt {
 				c.stats.corrupt.Add(1)
 			}
-			c.cfg.Logger.Warn("cache: removed bad part", "part", k.String(), "file", path, "err", err)
+			c.cfg.Logger.Warn("cache: removed bad part", "part", k.String(), "file", id.path(c.dir), "err", err)
 		}
 		return 0, false
 	}
@@ -97,12 +106,57 @@ func (c *Cache) read(id partID, k Key, p []byte, off int64) (int, bool) {
 	return n, true
 }
 
+// openFile opens the file name of fan-out directory slot for reading. It
+// returns the directory's descriptor too, or -1 if the directory could
+// not be opened (err is then about it). It follows no symlink, and does
+// not wait for a writer of a FIFO (O_NONBLOCK, which regular files
+// ignore).
+func (c *Cache) openFile(slot int, name string) (dfd, fd int, err error) {
+	dfd, err = c.dirs.dir(slot, false)
+	if err != nil {
+		return -1, -1, err
+	}
+	fd, err = openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	return dfd, fd, err
+}
+
+// unusable reports whether an error opening a file says that the entry
+// cannot be used as a part file, whatever it is (a symlink, a socket, a
+// file segfs may not read): such an entry is removed and fetched again.
+// Other errors (out of descriptors or memory, I/O errors) leave it.
+func unusable(err error) bool {
+	switch err {
+	case unix.ELOOP, unix.EACCES, unix.EPERM, unix.ENXIO, unix.ENODEV, unix.EISDIR, unix.EOPNOTSUPP:
+		return true
+	}
+	return false
+}
+
+// removeUnusable removes the entry name of the directory dfd that could
+// not be opened (openErr), and counts it; what names the file in logs.
+func (c *Cache) removeUnusable(id partID, what string, dfd int, name string, openErr error) {
+	var st unix.Stat_t
+	if err := fstatat(dfd, name, &st); err != nil {
+		c.stats.readErrors.Add(1) // gone meanwhile, or the directory unreadable
+		return
+	}
+	c.removeBadFile(id, what, dfd, name, &st, openErr)
+}
+
+// removeBadFile removes an entry named as one of id's files that cannot be
+// used as a file, whose stat is st, counts it (Stats.BadFilesRemoved) and
+// logs it. The next Put of the part writes it again.
+func (c *Cache) removeBadFile(id partID, what string, dfd int, name string, st *unix.Stat_t, why error) {
+	if c.removeBad(id, dfd, name, st) {
+		c.stats.badFiles.Add(1)
+		c.cfg.Logger.Warn("cache: removed an unusable file where a part belongs", "part", what,
+			"file", filepath.Join(c.dir, slotName(id.slot()), name), "err", why)
+	}
+}
+
 // readVerified reads and verifies the header, then the blocks that
 // [off, off+len(p)) touches.
-func (c *Cache) readVerified(fd int, k Key, st *syscall.Stat_t, p []byte, off int64) (int, error) {
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return 0, badPart("not a regular file")
-	}
+func (c *Cache) readVerified(fd int, k Key, st *unix.Stat_t, p []byte, off int64) (int, error) {
 	c.prefetchBlocks(fd, k, off, int64(len(p)))
 	bufp := c.getBuf(probeLen)
 	defer c.scratch.Put(bufp)
@@ -223,57 +277,57 @@ func (c *Cache) touch(id partID, k Key, fd int, size int64) {
 		c.idx.attach(e, &k)
 		return
 	}
-	var st syscall.Stat_t
+	var st unix.Stat_t
 	// Nlink 0: the file was removed since it was opened.
 	if c.idx.mayIndex(id) && fstat(fd, &st) == nil && st.Nlink > 0 {
 		c.idx.insert(id, size, &k, true)
 	}
 }
 
-// removeBad removes a bad part file, read through a descriptor whose
-// stat is st, and its index entry. It holds c.mu throughout: bad parts
-// are rare, and no Put or eviction may replace the file between the
-// check that the path still names the file found bad and its removal.
-// It reports whether it removed the file.
-func (c *Cache) removeBad(id partID, path string, st *syscall.Stat_t) bool {
+// removeBad removes a bad entry, name in the directory dfd, found through
+// a descriptor (or fstatat) whose stat is st, and its index entry: a file,
+// or a directory only if empty. It holds c.mu throughout: bad parts are
+// rare, and no Put or eviction may replace the file between the check
+// that the name still names the file found bad and its removal. It
+// reports whether it removed the entry.
+func (c *Cache) removeBad(id partID, dfd int, name string, st *unix.Stat_t) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, busy := c.idx.busy[id]; busy {
 		return false // being evicted, or rewritten by a Put
 	}
-	var cur syscall.Stat_t
-	if err := syscall.Lstat(path, &cur); err != nil || cur.Dev != st.Dev || cur.Ino != st.Ino {
+	var cur unix.Stat_t
+	if err := fstatat(dfd, name, &cur); err != nil || cur.Dev != st.Dev || cur.Ino != st.Ino {
 		return false // already removed or replaced
 	}
-	var err error
-	if cur.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		err = os.RemoveAll(path) // not ours, but in our directory and in the way
-	} else if err = syscall.Unlink(path); err == syscall.ENOENT {
-		err = nil
-	}
-	if err != nil {
-		c.cfg.Logger.Warn("cache: cannot remove bad part", "file", path, "err", err)
-		return false
-	}
+	err := removeName(dfd, name)
 	if e := c.idx.entries[id]; e != nil {
 		c.idx.remove(e)
 	} else if !c.idx.loaded {
 		c.idx.tomb[id] = struct{}{}
 	}
+	if err != nil {
+		// A directory that is not empty: what is in it is not segfs's
+		// to remove. The part is not cached while it is there, and not
+		// counted as cached.
+		c.cfg.Logger.Warn("cache: cannot remove bad part", "file", filepath.Join(c.dir, slotName(id.slot()), name), "err", err)
+		return false
+	}
 	return true
 }
 
 // dropPhantom removes the index entry of a part whose file is gone
-// (removed by hand, say), so that it is no longer counted.
-func (c *Cache) dropPhantom(id partID, path string) {
+// (removed by hand, say), so that it is no longer counted. dfd is its
+// directory's descriptor, -1 if the directory is gone.
+func (c *Cache) dropPhantom(id partID, dfd int, name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.idx.entries[id]
 	if e == nil {
 		return
 	}
-	var st syscall.Stat_t
-	if err := syscall.Lstat(path, &st); err == syscall.ENOENT {
+	var st unix.Stat_t
+	if dfd < 0 || fstatat(dfd, name, &st) == unix.ENOENT {
 		c.idx.remove(e)
 	}
 }
@@ -298,22 +352,23 @@ func (c *Cache) Contains(k Key) bool {
 	if loaded {
 		return false
 	}
-	var st syscall.Stat_t
-	return syscall.Lstat(id.path(c.dir), &st) == nil
+	return c.isFile(id.slot(), id.name(partSuffix))
 }
 
-func openRead(path string) (int, error) {
-	for {
-		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
-		if err != syscall.EINTR {
-			return fd, err
-		}
+// isFile reports whether the file name of fan-out directory slot is a
+// regular file.
+func (c *Cache) isFile(slot int, name string) bool {
+	dfd, err := c.dirs.dir(slot, false)
+	if err != nil {
+		return false
 	}
+	var st unix.Stat_t
+	return fstatat(dfd, name, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
-func fstat(fd int, st *syscall.Stat_t) error {
+func fstat(fd int, st *unix.Stat_t) error {
 	for {
-		if err := syscall.Fstat(fd, st); err != syscall.EINTR {
+		if err := unix.Fstat(fd, st); err != unix.EINTR {
 			return err
 		}
 	}
@@ -323,8 +378,8 @@ func fstat(fd int, st *syscall.Stat_t) error {
 // io.ErrUnexpectedEOF.
 func preadFull(fd int, p []byte, off int64) error {
 	for len(p) > 0 {
-		n, err := syscall.Pread(fd, p, off)
-		if err == syscall.EINTR {
+		n, err := unix.Pread(fd, p, off)
+		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
@@ -350,19 +405,20 @@ func (c *Cache) WillNeed(k Key) {
 	}
 	defer c.ops.Done()
 	if _, wid, maybe := c.wholeOf(k); maybe && c.hasWhole(wid) {
-		if fd, err := openRead(wid.objPath(c.dir)); err == nil {
+		if _, fd, err := c.openFile(wid.slot(), wid.name(objSuffix)); err == nil {
 			_ = unix.Fadvise(fd, k.Offset(), k.PartSize, unix.FADV_WILLNEED)
-			syscall.Close(fd)
+			unix.Close(fd)
 		}
 		return
 	}
 	if c.direct.Load() {
 		return // large reads of part files go past the page cache
 	}
-	fd, err := openRead(k.id().path(c.dir))
+	id := k.id()
+	_, fd, err := c.openFile(id.slot(), id.name(partSuffix))
 	if err != nil {
 		return
 	}
 	_ = unix.Fadvise(fd, 0, 0, unix.FADV_WILLNEED)
-	syscall.Close(fd)
+	unix.Close(fd)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"path"
 	"strings"
@@ -215,4 +216,38 @@ func Open(ctx context.Context, source string, cfg Config) (Store, error) {
 		}
 		return d, nil
 	}
+}
+
+// CacheSource names the store for a cache of its objects' bytes: what
+// String prints and, for S3, the service it reaches, so that two
+// services holding buckets of the same name never share cached parts.
+// The service is the endpoint, normalized (scheme and host in lower case,
+// no default port, no trailing slash, no user, query or fragment), or
+// for AWS itself "aws:" and the region, which fixes the partition a
+// bucket name is unique in. A local directory is named by its path. The
+// name holds no credentials; logs keep using String.
+func CacheSource(s Store) string {
+	s3s, ok := s.(*S3Store)
+	if !ok {
+		return s.String()
+	}
+	if s3s.cfg.Endpoint == "" {
+		return s3s.String() + " at aws:" + s3s.client.Options().Region
+	}
+	u, err := url.Parse(strings.TrimSpace(s3s.cfg.Endpoint))
+	if err != nil || u.Host == "" {
+		// Open refuses such an endpoint; this only keeps the name
+		// total. It drops everything but the text before any "@".
+		e := strings.ToLower(strings.TrimSpace(s3s.cfg.Endpoint))
+		return s3s.String() + " at " + e[strings.LastIndex(e, "@")+1:]
+	}
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
+		port = ""
+	}
+	if port != "" || strings.Contains(host, ":") {
+		host = net.JoinHostPort(host, port)
+		host = strings.TrimSuffix(host, ":") // an IPv6 host without a port: [::1]
+	}
+	return s3s.String() + " at " + scheme + "://" + host + strings.TrimRight(u.Path, "/")
 }

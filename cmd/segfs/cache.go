@@ -8,16 +8,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 
 	"github.com/segfs/segfs/cache"
-	segfs "github.com/segfs/segfs/fs"
 )
 
-// openCache opens the part cache the mount flags name. Every source shares
-// one directory: cache keys include the source.
+// openCache opens the part cache the mount flags name. source is the
+// store's cache name (fetcher.CacheSource: endpoint, bucket and prefix),
+// which the cache keys include, so sources may share a directory; by
+// default each has its own. A directory the cache refuses fails the mount
+// with one line naming it and the reason, and nothing in it is touched.
 func openCache(c *mountCmd, source string, log *slog.Logger) (*cache.Cache, error) {
 	dir := c.CacheDir
 	if dir == "" {
@@ -42,14 +43,27 @@ func openCache(c *mountCmd, source string, log *slog.Logger) (*cache.Cache, erro
 		IO:              c.CacheIO,
 		Logger:          log,
 	})
-	if errors.Is(err, cache.ErrInUse) {
-		return nil, fmt.Errorf("--cache-dir %s is in use by another segfs mount; give each mount its own --cache-dir: %w", dir, err)
-	}
-	if err != nil {
+	var de *cache.DirError
+	switch {
+	case errors.Is(err, cache.ErrInUse):
+		return nil, &lineError{fmt.Sprintf("--cache-dir %s is in use by another segfs mount; give each mount its own --cache-dir", dir), err}
+	case errors.As(err, &de):
+		return nil, &lineError{fmt.Sprintf("--cache-dir %s: %s", dir, de.Reason), err}
+	case err != nil:
 		return nil, fmt.Errorf("--cache-dir %s: %w", dir, err)
 	}
 	return pc, nil
 }
+
+// lineError is an error whose message is written for the user in full,
+// without the text of the error it wraps (which would repeat it).
+type lineError struct {
+	msg string
+	err error
+}
+
+func (e *lineError) Error() string { return e.msg }
+func (e *lineError) Unwrap() error { return e.err }
 
 // parseMinFree parses --cache-min-free: "5%" (a fraction of the file
 // system), "0" (no floor) or a size such as "2GiB".
@@ -72,17 +86,4 @@ func parseMinFree(s string) (bytes int64, fraction float64, err error) {
 		return -1, 0, nil
 	}
 	return n, 0, nil
-}
-
-// setMemoryLimit gives the Go runtime a soft memory limit derived from the
-// flags (part buffers of the fetch pool and of the cache writers, the
-// memory tier, and room for the rest), so that garbage does not grow the heap past what the
-// configuration bounds. GOMEMLIMIT, when set, wins.
-func setMemoryLimit(c *mountCmd, log *slog.Logger) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	limit := int64(c.MaxFetches+segfs.DefaultWriters)*int64(c.PartSize) + int64(c.MemoryCache) + 16<<20
-	debug.SetMemoryLimit(limit)
-	log.Debug("memory limit", "bytes", limit)
 }

@@ -546,3 +546,45 @@ func lastModified(t *testing.T, srv *harness.Server, bucket, key string) time.Ti
 func isOld(f *os.File, old []byte, c preadCase) bool {
 	return comparePread(f, old, c.off, c.n) == nil
 }
+
+// TestCacheDirSymlinkRefused gives --cache-dir a symlink to a directory
+// holding tmp/work/notes.txt, as a home directory may: the mount must
+// fail with one line naming the directory and why, and leave everything
+// in the directory as it was.
+func TestCacheDirSymlinkRefused(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	putObjects(t, srv, bucket, map[string][]byte{"_0.si": randomBytes(71, 371)})
+	home := t.TempDir()
+	notes := filepath.Join(home, "tmp", "work", "notes.txt")
+	writeTestFile(t, notes, "notes")
+	link := filepath.Join(t.TempDir(), "cache")
+	if err := os.Symlink(home, link); err != nil {
+		t.Fatal(err)
+	}
+	before := dirTree(t, home)
+	out := mountFails(t, harness.MountOptions{Source: "s3://" + bucket, Server: srv, Dir: t.TempDir(),
+		Args: []string{"--cache-dir", link}})
+	wantLine(t, out, "segfs: --cache-dir "+link+": is a symlink; give a real directory")
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "notes" {
+		t.Errorf("notes.txt: %q, %v; want it untouched", b, err)
+	}
+	sameDirTree(t, before, dirTree(t, home))
+}
+
+// TestCacheDirForeignRefused gives --cache-dir a directory of someone
+// else's files, one of them named as segfs names its temporary files: the
+// mount must fail with one line, and remove or create nothing.
+func TestCacheDirForeignRefused(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	putObjects(t, srv, bucket, map[string][]byte{"_0.si": randomBytes(72, 371)})
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "notes.txt"), "notes")
+	writeTestFile(t, filepath.Join(dir, "tmp", "0123456789abcdef.1.tmp"), "not segfs's")
+	before := dirTree(t, dir)
+	out := mountFails(t, harness.MountOptions{Source: "s3://" + bucket, Server: srv, Dir: t.TempDir(),
+		Args: []string{"--cache-dir", dir}})
+	wantLine(t, out, "segfs: --cache-dir "+dir+`: is not empty and not a segfs cache directory (it holds "notes.txt"); give an empty or new directory`)
+	sameDirTree(t, before, dirTree(t, dir))
+}
