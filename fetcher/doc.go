@@ -29,7 +29,15 @@
 //   - No call leaves a goroutine running after it returns (idle pooled
 //     connections belong to the store's HTTP transport, not to a call).
 //   - Credentials come only from the standard AWS chain and never appear in
-//     errors or logs produced by this package.
+//     errors or logs produced by this package. Nor does what a credential
+//     provider printed or sent: every error of the chain's provider, at
+//     Open or on a refresh during a request, is a *CredentialsError that
+//     names the provider and a class of cause, classified by the SDK's
+//     error types, with the provider's own error dropped.
+//   - A listing ends. S3 List fails with ErrListCycle on a continuation
+//     token it has seen before (a cycle of any length), and with
+//     ErrListTooLong past 10,000,000 keys (a page without keys counts as
+//     one), so a server that never ends a listing costs a bounded amount.
 //
 // All Store methods may be called concurrently. Errors carry the source or
 // the key and range they concern and wrap the sentinel errors of this

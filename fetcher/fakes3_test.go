@@ -34,6 +34,9 @@ type fakeS3 struct {
 	faults  []fault
 	ranges  []string // Range header of every GET object request
 	lists   int      // list requests
+	// rewriteList, if set, may change a list page before it is sent
+	// (called with mu held, with the request's continuation token).
+	rewriteList func(token string, res *listResult)
 }
 
 type fakeObject struct {
@@ -197,6 +200,9 @@ func (f *fakeS3) list(w http.ResponseWriter, r *http.Request, bucket string) {
 			Key: k, LastModified: o.mod.Format("2006-01-02T15:04:05.000Z"),
 			ETag: o.etag, Size: len(o.data), StorageClass: "STANDARD",
 		})
+	}
+	if f.rewriteList != nil {
+		f.rewriteList(token, &res)
 	}
 	res.KeyCount = len(res.Contents)
 	w.Header().Set("Content-Type", "application/xml")

@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -35,6 +37,19 @@ const (
 	endpointSchemeDetail = "want a URL such as https://host:port"
 )
 
+// defaultMaxListKeys bounds the length of a listing (S3Store.List): far
+// more keys than a shard holds, yet a bound on the memory a listing (and
+// the tree built from it) may take.
+const defaultMaxListKeys = 10_000_000
+
+// Errors of a listing the server never ends. Callers test with errors.Is.
+var (
+	// ErrListCycle reports continuation tokens that repeat.
+	ErrListCycle = errors.New("the server's continuation tokens repeat")
+	// ErrListTooLong reports a listing longer than segfs accepts.
+	ErrListTooLong = errors.New("too many keys")
+)
+
 // S3Store is a Store over an S3 bucket, or an S3-compatible service, below
 // a key prefix. It is created by Open for s3:// sources. All methods may be
 // called concurrently.
@@ -46,6 +61,8 @@ type S3Store struct {
 	prefix   string // key prefix including its trailing "/", or ""
 	endpoint string // for messages: the configured endpoint or the region
 	cfg      Config
+	// maxListKeys bounds List: defaultMaxListKeys (tests lower it).
+	maxListKeys int
 
 	counters Counters // atomic
 }
@@ -67,11 +84,12 @@ func newS3Store(ctx context.Context, src Source, cfg Config, optFns ...func(*s3.
 		return nil, err
 	}
 	s := &S3Store{
-		client:   client,
-		src:      src,
-		bucket:   src.Bucket,
-		endpoint: cfg.Endpoint,
-		cfg:      cfg,
+		client:      client,
+		src:         src,
+		bucket:      src.Bucket,
+		endpoint:    cfg.Endpoint,
+		cfg:         cfg,
+		maxListKeys: defaultMaxListKeys,
 	}
 	if src.Prefix != "" {
 		s.prefix = src.Prefix + "/"
@@ -163,6 +181,10 @@ func loadAWSConfig(ctx context.Context, src Source, cfg Config) (aws.Config, err
 	if awsCfg.Credentials == nil {
 		return awsCfg, nil
 	}
+	// Every credential error, here and in any later request, comes
+	// through the guard: by provider and cause, never the provider's
+	// output.
+	awsCfg.Credentials = guardCredentials(awsCfg.Credentials)
 	cctx, cancel := context.WithTimeout(ctx, openCheckTimeout)
 	defer cancel()
 	if _, err := awsCfg.Credentials.Retrieve(cctx); err != nil {
@@ -194,7 +216,7 @@ func (retryTruncatedBody) IsErrorRetryable(err error) aws.Ternary {
 func (s *S3Store) checkBucket(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, openCheckTimeout)
 	defer cancel()
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), MaxKeys: aws.Int32(1)}
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), MaxKeys: aws.Int32(1), EncodingType: types.EncodingTypeUrl}
 	if s.prefix != "" {
 		in.Prefix = aws.String(s.prefix)
 	}
@@ -233,20 +255,45 @@ func (s *S3Store) checkBucket(ctx context.Context) error {
 
 // List implements Store. It lists every key below the prefix (no
 // delimiter), page by page, and counts each page in Counters.Lists.
+//
+// A listing ends only when the server says so, so List guards against a
+// server that never does: a continuation token seen before (a cycle of
+// any length) fails the listing at once, and so does a listing longer
+// than maxListKeys (keys, with each page that holds none counted as one).
+// What a listing costs is therefore bounded by maxListKeys whatever the
+// server sends.
 func (s *S3Store) List(ctx context.Context) ([]Object, error) {
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket)}
+	// Keys URL encoded: XML cannot carry every byte a key may hold (a
+	// NUL), and a listing holding one would not decode at all.
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), EncodingType: types.EncodingTypeUrl}
 	if s.prefix != "" {
 		in.Prefix = aws.String(s.prefix)
 	}
 	var objs []Object
-	for {
+	// Digests of the tokens sent so far, to their page number: fixed-size
+	// entries however long the server's tokens are.
+	seen := map[[sha256.Size]byte]int{}
+	listed := 0 // keys, and pages without keys
+	for page := 1; ; page++ {
 		s.counters.Lists.Add(1)
 		out, err := s.client.ListObjectsV2(ctx, in)
 		if err != nil {
 			return nil, fmt.Errorf("%s: list: %w", s.src, classify(err))
 		}
+		listed += max(1, len(out.Contents))
+		if listed > s.maxListKeys {
+			return nil, fmt.Errorf("%s: list: %w: more than %d below the prefix (after %d pages); mount a narrower prefix",
+				s.src, ErrListTooLong, s.maxListKeys, page)
+		}
 		for _, o := range out.Contents {
-			key, ok := strings.CutPrefix(aws.ToString(o.Key), s.prefix)
+			full := aws.ToString(o.Key)
+			if out.EncodingType == types.EncodingTypeUrl {
+				// A server that ignores encoding-type sends no EncodingType.
+				if full, err = url.QueryUnescape(full); err != nil {
+					return nil, fmt.Errorf("%s: list: page %d: key %q: %w", s.src, page, aws.ToString(o.Key), err)
+				}
+			}
+			key, ok := strings.CutPrefix(full, s.prefix)
 			if !ok || key == "" || strings.HasSuffix(key, "/") {
 				continue
 			}
@@ -261,9 +308,16 @@ func (s *S3Store) List(ctx context.Context) ([]Object, error) {
 			break
 		}
 		next := aws.ToString(out.NextContinuationToken)
-		if next == "" || next == aws.ToString(in.ContinuationToken) {
-			return nil, fmt.Errorf("%s: list: truncated page without a new continuation token", s.src)
+		if next == "" {
+			return nil, fmt.Errorf("%s: list: page %d is truncated but has no continuation token", s.src, page)
 		}
+		sum := sha256.Sum256([]byte(next))
+		if first, ok := seen[sum]; ok {
+			// Not echoed: a token is the server's opaque data.
+			return nil, fmt.Errorf("%s: list: %w: page %d returned the continuation token page %d returned, so the listing would never end",
+				s.src, ErrListCycle, page, first)
+		}
+		seen[sum] = page
 		in.ContinuationToken = aws.String(next)
 	}
 	slices.SortFunc(objs, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })

@@ -16,6 +16,12 @@
 //     (or for compression) are hashed again on the way, and if they
 //     differ from the first hash the upload fails with ErrChanged before
 //     anything becomes visible under the key.
+//   - What is hashed is the file the walk listed. Each file is opened once,
+//     without following a symbolic link (O_NOFOLLOW), and is hashed and
+//     uploaded from that open file only if it is a regular file with the
+//     device and inode the walk saw; a path replaced in between (by a link,
+//     another file, a directory on its path) fails with ErrReplaced naming
+//     it, and nothing at the new path is read.
 //   - Nothing partial is ever visible under a key. Small objects go up in
 //     one PutObject; large ones in a multipart upload, which shows nothing
 //     until it completes. A failed or interrupted (ctx cancelled) multipart

@@ -4,25 +4,40 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"os"
 	"strconv"
+	"syscall"
 
 	"github.com/segfs/segfs/compress"
 )
 
-// pushFile hashes f, skips it if the target is up to date, and otherwise
-// uploads it raw or compressed. The bytes uploaded (or compressed) are
-// hashed again as they are read: if they are not the bytes hashed first,
-// the upload fails with ErrChanged before anything is stored.
+// ErrReplaced reports a local path that no longer names the file the
+// walk listed: between the walk and the open it was replaced by a
+// symbolic link, another file, a directory or a special file (or a
+// directory on its path was). Nothing is read through the new name, so
+// nothing of it is uploaded; push again to pick up what is there now.
+var ErrReplaced = errors.New("file replaced since it was listed")
+
+// pushFile opens f (the file the walk listed, see openListed), hashes it,
+// skips it if the target is up to date, and otherwise uploads it raw or
+// compressed from the same open file. The bytes uploaded (or compressed)
+// are hashed again as they are read: if they are not the bytes hashed
+// first, the upload fails with ErrChanged before anything is stored.
 func pushFile(ctx context.Context, opt *Options, tgt target, f localFile) (FileResult, error) {
 	r := FileResult{Key: f.key, Target: f.target(), Size: f.size, Action: Raw}
 	if f.compressed {
 		r.Action = Compressed
 	}
-	sha, n, err := hashFile(f.path)
+	in, err := openListed(f)
+	if err != nil {
+		return r, err
+	}
+	defer in.Close()
+	sha, n, err := hashReader(in, f.path)
 	if err != nil {
 		return r, err
 	}
@@ -44,11 +59,9 @@ func pushFile(ctx context.Context, opt *Options, tgt target, f localFile) (FileR
 		return r, nil
 	}
 	meta := map[string]string{MetaSHA256: sha, MetaSize: strconv.FormatInt(f.size, 10)}
-	in, err := os.Open(f.path)
-	if err != nil {
-		return r, err
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
+		return r, fmt.Errorf("read %s: %w", f.path, err)
 	}
-	defer in.Close()
 	var body io.Reader = &verifyingReader{
 		r: &countingReader{r: in, add: opt.OnBytes}, h: sha256.New(),
 		path: f.path, size: f.size, sha: sha,
@@ -77,6 +90,38 @@ func pushFile(ctx context.Context, opt *Options, tgt target, f localFile) (FileR
 	return r, nil
 }
 
+// openListed opens f.path for reading if it is still the regular file the
+// walk listed: the same device and inode, reached without following a
+// symbolic link in its last element (O_NOFOLLOW). A link or directory
+// put on the path higher up leads to another inode, which the comparison
+// catches too. Otherwise it fails with an error wrapping ErrReplaced that
+// names the path. O_NONBLOCK keeps the open of a FIFO put in the file's
+// place from waiting for a writer; it has no effect on a regular file.
+func openListed(f localFile) (*os.File, error) {
+	in, err := os.OpenFile(f.path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s: %w: it is now a symbolic link, which push does not follow", f.path, ErrReplaced)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", f.path, err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(in.Fd()), &st); err != nil {
+		in.Close()
+		return nil, fmt.Errorf("stat %s: %w", f.path, err)
+	}
+	switch {
+	case st.Mode&syscall.S_IFMT != syscall.S_IFREG:
+		in.Close()
+		return nil, fmt.Errorf("%s: %w: it is no longer a regular file", f.path, ErrReplaced)
+	case uint64(st.Dev) != f.dev || st.Ino != f.ino:
+		in.Close()
+		return nil, fmt.Errorf("%s: %w: it is another file now (device and inode %d/%d, listed as %d/%d)",
+			f.path, ErrReplaced, st.Dev, st.Ino, f.dev, f.ino)
+	}
+	return in, nil
+}
+
 // hashFile returns the hex SHA-256 of the file at p and its length.
 func hashFile(p string) (string, int64, error) {
 	f, err := os.Open(p)
@@ -84,10 +129,16 @@ func hashFile(p string) (string, int64, error) {
 		return "", 0, err
 	}
 	defer f.Close()
+	return hashReader(f, p)
+}
+
+// hashReader returns the hex SHA-256 of what r holds and its length; name
+// is for errors.
+func hashReader(r io.Reader, name string) (string, int64, error) {
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, err := io.Copy(h, r)
 	if err != nil {
-		return "", n, fmt.Errorf("read %s: %w", p, err)
+		return "", n, fmt.Errorf("read %s: %w", name, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -139,6 +140,9 @@ type localFile struct {
 	path, key  string
 	size       int64
 	compressed bool
+	// dev and ino identify the file the walk saw (its Lstat): the file
+	// opened to be hashed and uploaded must be this one (openListed).
+	dev, ino uint64
 }
 
 func (f localFile) target() string {
@@ -163,6 +167,11 @@ func (o *Options) validate() error {
 	}
 	if o.CompressMinSize < 0 {
 		return fmt.Errorf("compress min size %d: must not be negative", o.CompressMinSize)
+	}
+	// A frame past the limit a mount applies by default would make the
+	// object unreadable there (fs.FrameConfig.MaxFrameSize).
+	if o.Encoder.FrameSize > compress.DefaultFrameLimit {
+		return fmt.Errorf("frame size %d: must be at most %d, the largest frame a segfs mount decodes by default", o.Encoder.FrameSize, compress.DefaultFrameLimit)
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 4
@@ -364,8 +373,9 @@ func deleteStale(ctx context.Context, opt *Options, tgt target, files []localFil
 	return g.Wait()
 }
 
-// walk lists the regular files below opt.Dir, sorted by key. Symbolic
-// links and other non-regular files are left out.
+// walk lists the regular files below opt.Dir, sorted by key, with the
+// device and inode of each. Symbolic links and other non-regular files
+// are left out.
 func walk(opt *Options) ([]localFile, error) {
 	fi, err := os.Stat(opt.Dir)
 	switch {
@@ -385,9 +395,13 @@ func walk(opt *Options) ([]localFile, error) {
 			}
 			return nil
 		}
-		info, err := d.Info()
+		info, err := d.Info() // an Lstat: d is not a link
 		if err != nil {
 			return err
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("%s: no device and inode numbers", p)
 		}
 		rel, err := filepath.Rel(opt.Dir, p)
 		if err != nil {
@@ -398,6 +412,8 @@ func walk(opt *Options) ([]localFile, error) {
 			key:        filepath.ToSlash(rel),
 			size:       info.Size(),
 			compressed: opt.wantCompressed(d.Name(), info.Size()),
+			dev:        uint64(st.Dev),
+			ino:        st.Ino,
 		})
 		return nil
 	})

@@ -534,3 +534,32 @@ func TestVerifyingReader(t *testing.T) {
 		})
 	}
 }
+
+// TestFrameSizeLimit: push refuses a frame size past the limit a mount
+// decodes by default, before anything is written, and accepts the limit
+// itself; objects it writes are then readable by any default mount.
+func TestFrameSizeLimit(t *testing.T) {
+	dir, _ := testShard(t)
+	for _, c := range []struct {
+		frameSize int
+		ok        bool
+	}{
+		{0, true}, // the default, far below the limit
+		{compress.DefaultFrameLimit, true},
+		{compress.DefaultFrameLimit + 1, false},
+		{compress.MaxFrameSize, false},
+	} {
+		opt := testOptions(dir)
+		opt.Encoder.FrameSize = c.frameSize
+		tgt := newMemTarget()
+		_, _, err := pushTo(context.Background(), opt, tgt)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("frame size %d: %v", c.frameSize, err)
+		case !c.ok && (err == nil || !strings.Contains(err.Error(), "largest frame a segfs mount decodes")):
+			t.Errorf("frame size %d: err = %v, want the frame size refused", c.frameSize, err)
+		case !c.ok && len(tgt.objs) != 0:
+			t.Errorf("frame size %d refused, yet %d objects were written", c.frameSize, len(tgt.objs))
+		}
+	}
+}

@@ -67,7 +67,8 @@ func TestCheckMountpoint(t *testing.T) {
 }
 
 func TestMountFlagBounds(t *testing.T) {
-	base := mountCmd{PartSize: 8 << 20, MaxFetches: 16, MaxRead: 1 << 20, Readahead: 1 << 20, IdleTimeout: time.Second}
+	base := mountCmd{PartSize: 8 << 20, MaxFetches: 16, MaxRead: 1 << 20, Readahead: 1 << 20, IdleTimeout: time.Second,
+		MaxFrameSize: 16 << 20, DecodeMemory: 64 << 20}
 	cases := []struct {
 		max, background int
 		ok              bool

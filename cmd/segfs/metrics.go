@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/segfs/segfs/cache"
@@ -18,46 +19,92 @@ import (
 	"github.com/segfs/segfs/prefetch"
 )
 
-// metricsServer serves the mount's counters as one JSON object of integers
-// at /stats, and Go profiles at /debug/pprof/.
+// metricsServer serves the mount's counters as one JSON object of
+// integers at /stats on --metrics-addr and, only with --pprof-addr, Go
+// profiles at /debug/pprof/ on a listener of their own: a scraper let in
+// to read counters must not also get heap dumps and on-demand CPU
+// profiling.
 type metricsServer struct {
-	srv  *http.Server
-	done chan struct{}
+	// Immutable after serveMetrics.
+	servers     []*http.Server
+	metricsAddr string // host:port of /stats, "" if not served
+	pprofAddr   string // host:port of /debug/pprof/, "" if not served
+	wg          sync.WaitGroup
 }
 
-func startMetrics(addr string, store fetcher.Store, reader *segfs.Reader, frames *segfs.FrameReader, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*metricsServer, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	// Profiles of the running mount, for operators chasing CPU or memory.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(statsSnapshot(store, reader, frames, sched, pc))
-	})
-	m := &metricsServer{
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		done: make(chan struct{}),
-	}
-	go func() {
-		defer close(m.done)
-		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", "err", err)
+// startMetrics serves the mount's counters on addr and its profiles on
+// pprofAddr; either may be "" (not served).
+func startMetrics(addr, pprofAddr string, store fetcher.Store, reader *segfs.Reader, frames *segfs.FrameReader, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*metricsServer, error) {
+	return serveMetrics(addr, pprofAddr, func() map[string]int64 {
+		return statsSnapshot(store, reader, frames, sched, pc)
+	}, log)
+}
+
+// serveMetrics serves stats() at http://addr/stats and the Go profiles at
+// http://pprofAddr/debug/pprof/; an empty address serves nothing. Both
+// listeners are open when it returns, or neither.
+func serveMetrics(addr, pprofAddr string, stats func() map[string]int64, log *slog.Logger) (*metricsServer, error) {
+	m := &metricsServer{}
+	var lns []net.Listener
+	var muxes []*http.ServeMux
+	if addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 		}
-	}()
-	log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/stats")
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(stats())
+		})
+		lns, muxes = append(lns, ln), append(muxes, mux)
+		m.metricsAddr = ln.Addr().String()
+	}
+	if pprofAddr != "" {
+		ln, err := net.Listen("tcp", pprofAddr)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("--pprof-addr %s: %w", pprofAddr, err)
+		}
+		// Profiles of the running mount, for operators chasing CPU or
+		// memory: the index serves the named profiles (heap, goroutine,
+		// ...), /profile a CPU profile on demand.
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		lns, muxes = append(lns, ln), append(muxes, mux)
+		m.pprofAddr = ln.Addr().String()
+	}
+	for i, ln := range lns {
+		srv := &http.Server{Handler: muxes[i], ReadHeaderTimeout: 5 * time.Second}
+		m.servers = append(m.servers, srv)
+		m.wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server stopped", "addr", ln.Addr().String(), "err", err)
+			}
+		})
+	}
+	if m.metricsAddr != "" {
+		log.Info("serving metrics", "url", "http://"+m.metricsAddr+"/stats")
+	}
+	if m.pprofAddr != "" {
+		log.Info("serving profiles", "url", "http://"+m.pprofAddr+"/debug/pprof/")
+	}
 	return m, nil
 }
 
-// Close stops the server and waits for it.
+// Close stops the servers and waits for them.
 func (m *metricsServer) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = m.srv.Shutdown(ctx)
-	<-m.done
+	for _, srv := range m.servers {
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close() // a CPU profile still being taken
+		}
+	}
+	m.wg.Wait()
 }
 
 func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.FrameReader, sched *prefetch.Scheduler, pc *cache.Cache) map[string]int64 {
@@ -87,6 +134,7 @@ func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.Fram
 		"held_hits":          rs.HeldHits,
 		"fill_paused":        rs.FillPaused,
 		"idle_streams":       rs.IdleStreams,
+		"fills_abandoned":    rs.FillsAbandoned,
 		"page_cache_drops":   rs.PageDrops,
 		"open_handles":       rs.OpenHandles,
 		"held_bytes":         rs.HeldBytes,
@@ -112,6 +160,11 @@ func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.Fram
 		"frame_decoded_bytes": fs.DecodedBytes,
 		"frame_decode_ns":     int64(fs.DecodeTime),
 		"frame_hits":          fs.Hits,
+		"frame_shared":        fs.Shared,
+		"frame_rejected":      fs.Rejected,
+		"decode_waits":        fs.DecodeWaits,
+		"decode_memory_bytes": fs.DecodeMemory,
+		"decode_memory_peak":  fs.DecodeMemoryPeak,
 		// The fetch pool.
 		"workers":            int64(ss.Workers),
 		"queued_demand":      int64(ss.Queued[prefetch.Demand]),
@@ -128,6 +181,7 @@ func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.Fram
 		"cache_put_errors":        cs.PutErrors,
 		"cache_evictions":         cs.Evictions,
 		"cache_corrupt_removed":   cs.CorruptRemoved,
+		"cache_bad_files_removed": cs.BadFilesRemoved,
 		"cache_no_space":          cs.NoSpace,
 		"cache_bytes":             cs.Bytes,
 		"cache_direct_bytes":      cs.DirectBytes,

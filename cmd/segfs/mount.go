@@ -27,7 +27,7 @@ type mountCmd struct {
 	Region    string `help:"S3 region. Default: from the AWS config chain (AWS_REGION, ~/.aws/config), else us-east-1."`
 	PathStyle bool   `name:"path-style" help:"Use path-style S3 addressing (bucket in the path), as most S3-compatible services need."`
 
-	CacheDir          string        `name:"cache-dir" help:"Directory of the persistent part cache (0700; kept across mounts). Default: segfs/<hash of SOURCE> under the user's cache directory ($XDG_CACHE_HOME or ~/.cache)."`
+	CacheDir          string        `name:"cache-dir" help:"Directory of the persistent part cache (0700; kept across mounts). Default: segfs/<hash of SOURCE and its S3 service> under the user's cache directory ($XDG_CACHE_HOME or ~/.cache)."`
 	CacheSize         byteSize      `name:"cache-size" default:"10GiB" help:"Most bytes the part cache may hold on disk; least recently used parts are evicted."`
 	CacheMinFree      string        `name:"cache-min-free" default:"5%" help:"Free space to leave on the cache's file system, as a size or a percentage of the file system."`
 	CacheIO           string        `name:"cache-io" default:"direct" enum:"direct,buffered" help:"How part data moves to and from the cache disk: direct (O_DIRECT for writes and for reads of 128KiB or more, so the page cache holds no second copy of bytes the mounted files' own page cache has; small reads stay buffered; falls back to buffered where the file system refuses it) or buffered."`
@@ -36,13 +36,17 @@ type mountCmd struct {
 	BackgroundFetches int           `name:"background-fetches" placeholder:"N" help:"Most of the --max-fetches that background work (the rest of opened files; every file with --prefetch all) may hold; the others stay free for reads that wait and for readahead. Default: three quarters of --max-fetches; with --prefetch all, all but one."`
 	SplitSize         byteSize      `name:"split-size" default:"1MiB" help:"When fetch workers are idle, a part fetch splits into GETs of at least this size run in parallel on them (at most 8), so that a reader waiting on one part waits for several connections instead of one; a busy pool fetches whole parts. 0 fetches every part with one GET."`
 	Prefetch          string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file, and the next 32 files of one part or less after it in its directory); all (every file after mounting, small files first)."`
-	MemoryCache       byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames, and for parts the disk cache cannot take (a full disk)."`
+	MemoryCache       byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for parts the disk cache cannot take (a full disk)."`
+	FrameCache        byteSize      `name:"frame-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames kept for later reads; a frame larger than this is never kept (it is decoded for each read that needs it). 0 keeps none."`
+	DecodeMemory      byteSize      `name:"decode-memory" default:"64MiB" help:"Memory for seekable-zstd frames being decoded at once: each decode reserves its compressed bytes plus 2.25 times its frame size and 256KiB before it allocates anything (what a corrupt frame may take), and waits while other decodes hold the rest. Must hold one frame of --max-frame-size (52.3MiB for the default 16MiB)."`
+	MaxFrameSize      byteSize      `name:"max-frame-size" default:"16MiB" help:"Largest decompressed frame of a seekable-zstd object that segfs decodes (and largest compressed frame: what zstd may need for that many bytes). An object with a larger frame is listed at its logical size, but every read of it fails with EIO and a log line naming the frame. segfs push writes 256KiB frames by default and at most 16MiB; the format allows 1GiB, which a hostile object could claim to make each read allocate that much."`
 	MaxRead           byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
 	Readahead         byteSize      `name:"readahead" default:"1MiB" help:"How far ahead of a sequential reader the kernel reads, sent as --max-read requests all in flight at once (the mount's read_ahead_kb; needs root, else the kernel's 128KiB stays). It is also what the kernel reads around each page fault of a memory-mapped file that did not ask for MADV_RANDOM."`
 	IdleTimeout       time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
 	Passthrough       bool          `name:"passthrough" help:"Copy each object whose parts are all cached into one whole-object file in the cache (it counts toward --cache-size), and hand later opens of it to the kernel, which then serves their reads from that file without segfs (FUSE passthrough: Linux 6.9+, root). The file is checked as it is built and sealed; a change to it is found at open. Off by default: it costs a second copy of each cached object on disk."`
 	DropAfterRead     bool          `name:"drop-after-read" default:"true" negatable:"" help:"When the last open handle of a file larger than --part-size is closed after reading the whole file (a copy out of the mount), ask the kernel to drop the file's pages from its page cache: a copy of a shard does not push other files' pages out, and the kernel reuses that memory for the next file. The bytes stay in segfs's caches. --no-drop-after-read keeps them."`
 	MetricsAddr       string        `name:"metrics-addr" help:"Serve counters as JSON at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
+	PprofAddr         string        `name:"pprof-addr" help:"Serve Go profiles (heap, goroutines, CPU on demand) at http://ADDR/debug/pprof/ (e.g. 127.0.0.1:6060), on a listener of their own: --metrics-addr never serves them. Off by default: profiles show the process's memory."`
 	Debug             bool          `help:"Log every FUSE request (very verbose)."`
 }
 
@@ -82,6 +86,13 @@ func (c *mountCmd) validate() error {
 		return fmt.Errorf("--cache-size %v: must not be negative", c.CacheSize)
 	case c.IdleTimeout <= 0:
 		return fmt.Errorf("--idle-timeout %v: must be positive", c.IdleTimeout)
+	case c.FrameCache < 0:
+		return fmt.Errorf("--frame-cache %v: must not be negative", c.FrameCache)
+	case c.MaxFrameSize < 1 || c.MaxFrameSize > 1<<30:
+		return fmt.Errorf("--max-frame-size %v: must be between 1B and 1GiB (the format's limit)", c.MaxFrameSize)
+	case int64(c.DecodeMemory) < segfs.MinDecodeMemory(int64(c.MaxFrameSize)):
+		return fmt.Errorf("--decode-memory %v: must be at least %v, what one frame of --max-frame-size %v may take to decode",
+			c.DecodeMemory, byteSize(segfs.MinDecodeMemory(int64(c.MaxFrameSize))), c.MaxFrameSize)
 	}
 	return nil
 }
@@ -125,17 +136,17 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	log.Info("listed", "source", store.String(), "objects", len(objects), "bytes", total, "took", time.Since(start).Round(time.Millisecond))
 
-	pc, err := openCache(c, store.String(), log)
+	pc, err := openCache(c, fetcher.CacheSource(store), log)
 	if err != nil {
 		return err
 	}
 	defer pc.Close()
-	setMemoryLimit(c, log)
+	setMemoryLimit(memoryBoundOf(c, len(objects)), log)
 
 	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved()})
 	defer sched.Close()
 	reader := segfs.NewReader(store, pc, sched, segfs.ReaderConfig{
-		Source:        store.String(),
+		Source:        fetcher.CacheSource(store),
 		PartSize:      int64(c.PartSize),
 		MemoryLimit:   int64(c.MemoryCache),
 		Prefetch:      c.Prefetch,
@@ -145,15 +156,19 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		Logger:        log,
 	})
 	defer reader.Close()
-	frames, err := segfs.NewFrameReader(reader, int64(c.MemoryCache), log)
+	frames, err := segfs.NewFrameReader(reader, segfs.FrameConfig{
+		CacheBytes:   int64(c.FrameCache),
+		DecodeBytes:  int64(c.DecodeMemory),
+		MaxFrameSize: int64(c.MaxFrameSize),
+	})
 	if err != nil {
 		return err
 	}
 	defer frames.Close()
 
 	var metrics *metricsServer
-	if c.MetricsAddr != "" {
-		metrics, err = startMetrics(c.MetricsAddr, store, reader, frames, sched, pc, log)
+	if c.MetricsAddr != "" || c.PprofAddr != "" {
+		metrics, err = startMetrics(c.MetricsAddr, c.PprofAddr, store, reader, frames, sched, pc, log)
 		if err != nil {
 			return err
 		}
@@ -185,7 +200,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches, "passthrough", reader.Passthrough())
 	if c.Prefetch == segfs.PrefetchAll {
 		// Queuing is quick: the fetches run on the pool.
-		if err := reader.PrefetchAll(ctx, objects); err != nil {
+		if err := reader.PrefetchAll(ctx, root.Objects()); err != nil {
 			log.Warn("prefetch stopped", "err", err)
 		}
 	}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+
+	segfs "github.com/segfs/segfs/fs"
+)
+
+// memoryBound is what bounds segfs's memory, term by term, as the flags
+// set it. README states the same formula; the Go memory limit follows it.
+type memoryBound struct {
+	Parts  int64 // part buffers: the fetch pool's, the writers', the streams' held parts and the free list
+	Ranges int64 // the buffers of cold small reads' own-range GETs
+	Memory int64 // --memory-cache: parts the disk cache refused
+	Frames int64 // decoded seekable zstd frames: kept, and being decoded
+	Tree   int64 // the tree, per listed key
+	Index  int64 // the disk cache's index, per cached part
+	Base   int64 // the runtime, the FUSE server's buffers, the SDK
+}
+
+// Per-item costs that the bound counts.
+const (
+	// indexBytesPerPart bounds one disk-cache index entry: its id, LRU
+	// links and map slot.
+	indexBytesPerPart = 256
+	// baseBytes is what segfs takes with no data in flight.
+	baseBytes = 64 << 20
+)
+
+// memoryBoundOf returns the bound for a mount of keys listed keys.
+//
+// Part buffers: each of the --max-fetches workers holds one while it
+// fetches; as many again wait, free, for reuse; DefaultWriters more are
+// being written to the disk; and the streams of sequential readers hold
+// at most --max-fetches+1 (the readahead's reach, less what is being
+// received). Cached parts number at most --cache-size/--part-size whole
+// ones plus one short part per object.
+func memoryBoundOf(c *mountCmd, keys int) memoryBound {
+	ps, w := int64(c.PartSize), int64(c.MaxFetches)
+	return memoryBound{
+		Parts:  (3*w + segfs.DefaultWriters + 1) * ps,
+		Ranges: w * (ps / 8),
+		Memory: int64(c.MemoryCache),
+		Frames: c.frameMemory(),
+		Tree:   int64(keys) * segfs.TreeBytesPerKey,
+		Index:  (int64(c.CacheSize)/ps + int64(keys)) * indexBytesPerPart,
+		Base:   baseBytes,
+	}
+}
+
+// Total returns the sum of the terms.
+func (b memoryBound) Total() int64 {
+	return b.Parts + b.Ranges + b.Memory + b.Frames + b.Tree + b.Index + b.Base
+}
+
+// frameMemory is what decoded seekable zstd frames may take: the frames
+// kept for later reads, and those being decoded (each decode reserves
+// its worst case within --decode-memory before it allocates).
+func (c *mountCmd) frameMemory() int64 { return int64(c.FrameCache) + int64(c.DecodeMemory) }
+
+// setMemoryLimit gives the Go runtime a soft memory limit of the bound,
+// so that garbage does not grow the heap past what the configuration
+// allows, while live data within the bound never drives the collector
+// into running without pause. GOMEMLIMIT, when set, wins.
+func setMemoryLimit(b memoryBound, log *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		log.Info("memory bound", "bytes", b.Total(), "terms", fmt.Sprintf("%+v", b), "go_memory_limit", "GOMEMLIMIT")
+		return
+	}
+	debug.SetMemoryLimit(b.Total())
+	log.Info("memory bound", "bytes", b.Total(), "terms", fmt.Sprintf("%+v", b))
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"testing"
+
+	segfs "github.com/segfs/segfs/fs"
+)
+
+// Each flag that lets segfs hold memory moves its own term of the bound,
+// and the memory cache and the frame memory are counted apart: both are
+// spent.
+func TestMemoryBoundTerms(t *testing.T) {
+	base := mountCmd{PartSize: 8 << 20, MaxFetches: 16, MemoryCache: 64 << 20, FrameCache: 64 << 20, DecodeMemory: 64 << 20, CacheSize: 10 << 30}
+	b := memoryBoundOf(&base, 0)
+	if got, want := b.Parts, int64(3*16+segfs.DefaultWriters+1)*8<<20; got != want {
+		t.Errorf("parts %d, want %d", got, want)
+	}
+	if b.Memory != 64<<20 || b.Frames != 128<<20 {
+		t.Errorf("memory cache %d and frames %d; want 64 MiB and 128 MiB counted apart", b.Memory, b.Frames)
+	}
+	keyed := memoryBoundOf(&base, 1_000_000)
+	if got, want := keyed.Total()-b.Total(), int64(1_000_000)*(segfs.TreeBytesPerKey+indexBytesPerPart); got != want {
+		t.Errorf("a million keys add %d bytes, want %d", got, want)
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(c *mountCmd)
+	}{
+		{"part-size", func(c *mountCmd) { c.PartSize *= 2 }},
+		{"max-fetches", func(c *mountCmd) { c.MaxFetches *= 2 }},
+		{"memory-cache", func(c *mountCmd) { c.MemoryCache *= 2 }},
+		{"frame-cache", func(c *mountCmd) { c.FrameCache *= 2 }},
+		{"decode-memory", func(c *mountCmd) { c.DecodeMemory *= 2 }},
+		{"cache-size", func(c *mountCmd) { c.CacheSize *= 1024 }},
+	} {
+		c := base
+		tc.set(&c)
+		if memoryBoundOf(&c, 0).Total() <= b.Total() {
+			t.Errorf("doubling --%s did not raise the bound", tc.name)
+		}
+	}
+}
