@@ -5,7 +5,8 @@
 // one fault: a 503 SlowDown or 500 InternalError with an S3 XML error
 // body, a TCP reset or a clean close part-way through the body, a body or
 // header stall, a response that ignores or shifts the requested range, a
-// 200 whose body is an XML error, or a LIST answer with extra entries.
+// 200 whose body is an XML error, or a LIST answer with extra entries or
+// with sizes that lie.
 //
 // Invariants:
 //   - A request no rule fires on is forwarded byte for byte: method, raw

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +82,8 @@ func (p *Proxy) inject(w http.ResponseWriter, r *http.Request, req request, rule
 		p.bodyFault(w, r, rule)
 	case ListAppend:
 		p.listAppend(w, r, rule)
+	case ListResize:
+		p.listResize(w, r, rule)
 	default:
 		p.pass(w, r, nil)
 	}
@@ -173,14 +177,97 @@ func writeRaw(buf *bufio.ReadWriter, status int, h http.Header, body []byte) {
 // listAppend forwards a LIST and adds the rule's entries, those below the
 // request's prefix, to the first page of a 2xx answer.
 func (p *Proxy) listAppend(w http.ResponseWriter, r *http.Request, rule *Rule) {
+	q := r.URL.Query()
+	if q.Get("continuation-token") != "" || q.Get("marker") != "" {
+		p.pass(w, r, nil)
+		return
+	}
+	p.editList(w, r, rule, func(body []byte, enc bool) ([]byte, bool) {
+		end := bytes.LastIndex(body, []byte("</ListBucketResult>"))
+		if end < 0 {
+			return body, false
+		}
+		var extra bytes.Buffer
+		prefix := q.Get("prefix")
+		modified := time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
+		for _, e := range rule.Entries {
+			if !strings.HasPrefix(e.Key, prefix) {
+				continue
+			}
+			etag := e.ETag
+			if etag == "" {
+				etag = `"00000000000000000000000000000000"`
+			}
+			extra.WriteString("<Contents><Key>")
+			writeKey(&extra, e.Key, enc)
+			fmt.Fprintf(&extra, "</Key><LastModified>%s</LastModified><ETag>", modified)
+			_ = xml.EscapeText(&extra, []byte(etag))
+			fmt.Fprintf(&extra, "</ETag><Size>%d</Size><StorageClass>STANDARD</StorageClass></Contents>", e.Size)
+		}
+		return slices.Concat(body[:end], extra.Bytes(), body[end:]), true
+	})
+}
+
+// listResize forwards a LIST and gives each listed key the rule's
+// entries name the entry's size, on every page of a 2xx answer.
+func (p *Proxy) listResize(w http.ResponseWriter, r *http.Request, rule *Rule) {
+	p.editList(w, r, rule, func(body []byte, enc bool) ([]byte, bool) {
+		changed := false
+		for _, e := range rule.Entries {
+			var b bytes.Buffer
+			b.WriteString("<Key>")
+			writeKey(&b, e.Key, enc)
+			b.WriteString("</Key>")
+			var ok bool
+			body, ok = setSize(body, b.Bytes(), e.Size)
+			changed = changed || ok
+		}
+		return body, changed
+	})
+}
+
+// setSize sets the <Size> of the <Contents> whose <Key> element is key,
+// if body lists it.
+func setSize(body, key []byte, size int64) ([]byte, bool) {
+	at := bytes.Index(body, key)
+	if at < 0 {
+		return body, false
+	}
+	from := bytes.LastIndex(body[:at], []byte("<Contents>"))
+	n := bytes.Index(body[at:], []byte("</Contents>"))
+	if from < 0 || n < 0 {
+		return body, false
+	}
+	contents := body[from : at+n]
+	open := bytes.Index(contents, []byte("<Size>"))
+	if open < 0 {
+		return body, false
+	}
+	open += from + len("<Size>")
+	end := bytes.Index(body[open:], []byte("</Size>"))
+	if end < 0 {
+		return body, false
+	}
+	return slices.Concat(body[:open], []byte(strconv.FormatInt(size, 10)), body[open+end:]), true
+}
+
+// editList forwards a LIST and answers with its body as edit returns it,
+// counting the fault if edit changed it; if it did not, the upstream's
+// answer goes out as it came. An answer other than 2xx is passed on.
+//
+// A request with encoding-type=url gets an answer whose keys are URL
+// encoded, as S3 sends it (the one way a listing can carry a key XML
+// cannot hold, such as one with a NUL): when the upstream ignored the
+// parameter, the proxy encodes its keys and says so in EncodingType. edit
+// is told whether the answer is encoded, to write its keys that way.
+func (p *Proxy) editList(w http.ResponseWriter, r *http.Request, rule *Rule, edit func(body []byte, enc bool) ([]byte, bool)) {
 	resp, err := p.roundTrip(r, nil)
 	if err != nil {
 		upstreamFailed(w, r, err)
 		return
 	}
 	defer resp.Body.Close()
-	q := r.URL.Query()
-	if resp.StatusCode/100 != 2 || q.Get("continuation-token") != "" || q.Get("marker") != "" {
+	if resp.StatusCode/100 != 2 {
 		copyResponse(w, resp, r.Method)
 		return
 	}
@@ -190,36 +277,118 @@ func (p *Proxy) listAppend(w http.ResponseWriter, r *http.Request, rule *Rule) {
 		http.Error(w, "faults: read list: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	end := bytes.LastIndex(body, []byte("</ListBucketResult>"))
-	if end < 0 {
-		copyHeaders(w.Header(), resp.Header)
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(body)
+	work, enc := body, bytes.Contains(body, []byte(encodedList))
+	if !enc && r.URL.Query().Get("encoding-type") == "url" {
+		work, enc = urlEncodeList(body)
+	}
+	if out, changed := edit(work, enc); changed {
+		p.applied(rule)
+		body = out
+	}
+	copyHeaders(w.Header(), resp.Header)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+}
+
+// encodedList is the element of a listing whose keys are URL encoded.
+const encodedList = "<EncodingType>url</EncodingType>"
+
+// urlEncodeList returns the listing body with the text of its Key,
+// Prefix, StartAfter and Delimiter elements URL encoded, as S3 encodes
+// them for encoding-type=url, and an EncodingType element saying so. It
+// returns body and false if body is not a listing it can encode.
+func urlEncodeList(body []byte) ([]byte, bool) {
+	start := bytes.Index(body, []byte("<ListBucketResult"))
+	if start < 0 {
+		return body, false
+	}
+	gt := bytes.IndexByte(body[start:], '>')
+	if gt < 0 {
+		return body, false
+	}
+	at := start + gt + 1
+	// versitygw sends an empty EncodingType of its own, later.
+	out := slices.Concat(body[:at], []byte(encodedList), dropElements(body[at:], "EncodingType"))
+	for _, tag := range []string{"Key", "Prefix", "StartAfter", "Delimiter"} {
+		var ok bool
+		if out, ok = urlEncodeElements(out, tag); !ok {
+			return body, false
+		}
+	}
+	return out, true
+}
+
+// urlEncodeElements URL encodes the text of every <tag> element of body.
+func urlEncodeElements(body []byte, tag string) ([]byte, bool) {
+	open, closing := []byte("<"+tag+">"), []byte("</"+tag+">")
+	var out bytes.Buffer
+	for {
+		i := bytes.Index(body, open)
+		if i < 0 {
+			out.Write(body)
+			return out.Bytes(), true
+		}
+		i += len(open)
+		j := bytes.Index(body[i:], closing)
+		if j < 0 {
+			return nil, false
+		}
+		text, ok := xmlText(body[i : i+j])
+		if !ok {
+			return nil, false
+		}
+		out.Write(body[:i])
+		out.WriteString(url.QueryEscape(text))
+		body = body[i+j:]
+	}
+}
+
+// dropElements removes every <tag> element (childless) from body.
+func dropElements(body []byte, tag string) []byte {
+	body = bytes.ReplaceAll(body, []byte("<"+tag+"/>"), nil)
+	open, closing := []byte("<"+tag+">"), []byte("</"+tag+">")
+	for {
+		i := bytes.Index(body, open)
+		if i < 0 {
+			return body
+		}
+		j := bytes.Index(body[i:], closing)
+		if j < 0 {
+			return body
+		}
+		body = slices.Concat(body[:i], body[i+j+len(closing):])
+	}
+}
+
+// xmlText decodes the character data of an element.
+func xmlText(data []byte) (string, bool) {
+	if !bytes.ContainsRune(data, '&') {
+		return string(data), true
+	}
+	var s string
+	err := xml.Unmarshal(slices.Concat([]byte("<x>"), data, []byte("</x>")), &s)
+	return s, err == nil
+}
+
+// writeKey writes key as the text of a listing's Key element: URL
+// encoded if enc, else as XML text, with the control characters XML
+// cannot hold (NUL among them) as character references. XML has no way
+// to carry those: a listing that holds one without encoding-type=url
+// fails to decode, whatever the server does.
+func writeKey(b *bytes.Buffer, key string, enc bool) {
+	if enc {
+		b.WriteString(url.QueryEscape(key))
 		return
 	}
-	var extra bytes.Buffer
-	prefix := q.Get("prefix")
-	for _, e := range rule.Entries {
-		if !strings.HasPrefix(e.Key, prefix) {
-			continue
+	for _, c := range key {
+		switch {
+		case c < 0x20 && c != '\t' && c != '\n' && c != '\r':
+			fmt.Fprintf(b, "&#x%X;", c)
+		default:
+			_ = xml.EscapeText(b, []byte(string(c)))
 		}
-		etag := e.ETag
-		if etag == "" {
-			etag = `"00000000000000000000000000000000"`
-		}
-		extra.WriteString("<Contents><Key>")
-		_ = xml.EscapeText(&extra, []byte(e.Key))
-		fmt.Fprintf(&extra, "</Key><LastModified>%s</LastModified><ETag>", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"))
-		_ = xml.EscapeText(&extra, []byte(etag))
-		fmt.Fprintf(&extra, "</ETag><Size>%d</Size><StorageClass>STANDARD</StorageClass></Contents>", e.Size)
 	}
-	out := append(append(append([]byte{}, body[:end]...), extra.Bytes()...), body[end:]...)
-	p.applied(rule)
-	copyHeaders(w.Header(), resp.Header)
-	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(out)
 }
 
 // writeError writes an S3 XML error answer (no body for HEAD).

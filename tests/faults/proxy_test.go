@@ -3,9 +3,12 @@ package faults
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strings"
 	"syscall"
@@ -264,6 +267,120 @@ func TestListAppend(t *testing.T) {
 	if strings.Contains(string(body), "escape") {
 		t.Errorf("a later page got the entries too: %s", body)
 	}
+}
+
+// TestListAppendControlCharacters checks that a key holding bytes XML
+// cannot carry reaches a client that asks for encoding-type=url intact,
+// with the upstream's own keys encoded too (the fake upstream, like
+// versitygw, ignores the parameter), and makes the listing undecodable
+// for one that does not ask.
+func TestListAppendControlCharacters(t *testing.T) {
+	u, p, c, _ := setup(t, 12)
+	u.put("sp ace&+%", []byte("12"))
+	keys := []string{"nul\x00key", "bell\x07<&>", "tab\tnl\nend"}
+	var entries []ListEntry
+	for _, k := range keys {
+		entries = append(entries, ListEntry{Key: k, Size: 3})
+	}
+	mustRules(t, p, Rule{Ops: OpList, Fault: ListAppend, Entries: entries})
+	_, body, err := c.do("GET", "/bucket?list-type=2&encoding-type=url", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		EncodingType string
+		Contents     []listedObject
+	}
+	if err := xml.Unmarshal(body, &res); err != nil {
+		t.Fatalf("decode listing: %v\n%s", err, body)
+	}
+	if res.EncodingType != "url" {
+		t.Errorf("EncodingType %q, want url", res.EncodingType)
+	}
+	got := map[string]int64{}
+	for _, o := range res.Contents {
+		k, err := url.QueryUnescape(o.Key)
+		if err != nil {
+			t.Fatalf("key %q: %v", o.Key, err)
+		}
+		got[k] = o.Size
+	}
+	want := map[string]int64{"obj": 300 << 10, "sp ace&+%": 2}
+	for _, k := range keys {
+		want[k] = 3
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("decoded listing %v, want %v", got, want)
+	}
+
+	_, body, err = c.do("GET", "/bucket?list-type=2", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(body, &res); err == nil {
+		t.Errorf("a listing of a NUL key without encoding-type=url decoded:\n%s", body)
+	}
+}
+
+// TestListResize checks that ListResize changes the sizes of the keys it
+// names on every page, and nothing else.
+func TestListResize(t *testing.T) {
+	u, p, c, data := setup(t, 13)
+	u.put("other", []byte("12345"))
+	u.put("sp ace", []byte("123"))
+	mustRules(t, p, Rule{Ops: OpList, Fault: ListResize,
+		Entries: []ListEntry{{Key: "obj", Size: 1 << 40}, {Key: "sp ace", Size: 1 << 62}, {Key: "absent", Size: 1}}})
+	for _, query := range []string{"list-type=2", "list-type=2&continuation-token=x", "list-type=2&encoding-type=url"} {
+		_, body, err := c.do("GET", "/bucket?"+query, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, o := range decodeList(t, body) {
+			k, err := url.QueryUnescape(o.Key)
+			if err != nil {
+				t.Fatalf("key %q: %v", o.Key, err)
+			}
+			got[k] = o.Size
+		}
+		want := map[string]int64{"obj": 1 << 40, "sp ace": 1 << 62, "other": 5}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: listing %v, want %v", query, got, want)
+		}
+	}
+	if n := p.Stats().Faults["list_resize"]; n != 3 {
+		t.Errorf("%d resized listings counted, want 3", n)
+	}
+	// Objects themselves are untouched.
+	_, body, err := c.do("GET", "/bucket/obj", "")
+	if err != nil || !bytes.Equal(body, data) {
+		t.Errorf("GET obj: %v, %d bytes, want the object's %d", err, len(body), len(data))
+	}
+	// A listing that names none of the keys is not a fault.
+	mustRules(t, p, Rule{Ops: OpList, Fault: ListResize, Entries: []ListEntry{{Key: "absent", Size: 1}}})
+	if _, _, err := c.do("GET", "/bucket?list-type=2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Stats().Faults["list_resize"]; n != 3 {
+		t.Errorf("%d resized listings counted after a listing without the key, want 3", n)
+	}
+}
+
+type listedObject struct {
+	Key  string
+	Size int64
+}
+
+// decodeList decodes a ListBucketResult with encoding/xml, as the SDK does.
+func decodeList(t *testing.T, body []byte) []listedObject {
+	t.Helper()
+	var res struct {
+		Contents []listedObject
+	}
+	if err := xml.Unmarshal(body, &res); err != nil {
+		t.Fatalf("decode listing: %v\n%s", err, body)
+	}
+	return res.Contents
 }
 
 // TestRuleCounting checks After, Times, PerRequest, Key and Prob, and that

@@ -82,6 +82,11 @@ const (
 	// of its answer: keys the real server could not hold (such as
 	// "../x"), to test how a client treats a hostile listing.
 	ListAppend
+	// ListResize forwards a LIST and, on every page of its answer, sets
+	// the Size of each listed key that Rule.Entries names to that
+	// entry's Size: a listing that lies about the objects it holds. It
+	// adds no key; named keys that are not listed are left out.
+	ListResize
 )
 
 var kindNames = map[Kind]string{
@@ -95,6 +100,7 @@ var kindNames = map[Kind]string{
 	ShiftRange:    "shifted_range",
 	ErrorBody200:  "error_body_200",
 	ListAppend:    "list_append",
+	ListResize:    "list_resize",
 }
 
 // String names the kind as Stats.Faults does.
@@ -108,13 +114,14 @@ func (k Kind) String() string {
 // Kinds lists every fault kind, in declaration order.
 func Kinds() []Kind {
 	out := make([]Kind, 0, len(kindNames))
-	for k := SlowDown; k <= ListAppend; k++ {
+	for k := SlowDown; k <= ListResize; k++ {
 		out = append(out, k)
 	}
 	return out
 }
 
-// ListEntry is one object ListAppend adds to a listing.
+// ListEntry is one object ListAppend adds to a listing, or one listed
+// object ListResize gives another size (ETag unused).
 type ListEntry struct {
 	Key  string // the full key, bucket excluded
 	Size int64
@@ -157,7 +164,8 @@ type Rule struct {
 	// Stall is how long Stall and StallHeaders pause. Zero: until the
 	// client goes away, ReleaseStalls is called or the proxy is closed.
 	Stall time.Duration
-	// Entries are the objects ListAppend adds.
+	// Entries are the objects ListAppend adds, or the keys ListResize
+	// resizes.
 	Entries []ListEntry
 	// Then, if not nil, runs each time the rule fires, after the
 	// upstream has answered and before the faulty answer is written (for
@@ -191,8 +199,8 @@ func (r Rule) check() error {
 	if r.After < 0 || r.Times < 0 {
 		return fmt.Errorf("faults: rule %q: negative After or Times", r.name())
 	}
-	if r.Fault == ListAppend && r.ops() != OpList {
-		return fmt.Errorf("faults: rule %q: ListAppend applies to OpList only", r.name())
+	if (r.Fault == ListAppend || r.Fault == ListResize) && r.ops() != OpList {
+		return fmt.Errorf("faults: rule %q: %v applies to OpList only", r.name(), r.Fault)
 	}
 	return nil
 }

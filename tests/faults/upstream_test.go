@@ -95,10 +95,12 @@ func (u *fakeUpstream) list(w http.ResponseWriter, r *http.Request) {
 	b.WriteString(xml.Header + "<ListBucketResult><Name>bucket</Name>")
 	for k, v := range u.objects {
 		if strings.HasPrefix(k, r.URL.Query().Get("prefix")) {
-			fmt.Fprintf(&b, "<Contents><Key>%s</Key><Size>%d</Size></Contents>", xmlEscape(k), len(v))
+			// Size before Key, and an empty EncodingType after the
+			// objects, as versitygw sends them.
+			fmt.Fprintf(&b, "<Contents><Size>%d</Size><Key>%s</Key></Contents>", len(v), xmlEscape(k))
 		}
 	}
-	b.WriteString("</ListBucketResult>")
+	b.WriteString("<EncodingType></EncodingType></ListBucketResult>")
 	w.Header().Set("Content-Type", "application/xml")
 	_, _ = w.Write([]byte(b.String()))
 }

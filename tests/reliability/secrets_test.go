@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,8 +35,12 @@ func canary(prefix string, n int) string {
 // TestPlan25CanaryCredentials runs segfs with canary credentials, debug
 // logging and every FUSE request logged, through a remote that fails in
 // every way the proxy knows, and a second time with a wrong canary secret.
-// Neither secret may appear in segfs's output, its error messages, its
-// metrics and profiles, or its cache; nor may the access key id.
+// Then it runs segfs mount and segfs push with a credential_process that
+// prints malformed JSON holding the canary credentials: both must refuse,
+// naming the provider. Neither secret may appear in segfs's output, its
+// error messages, its metrics and profiles, or its cache; nor may the
+// access key id. Profiles are served only on --pprof-addr, never on
+// --metrics-addr.
 func TestPlan25CanaryCredentials(t *testing.T) {
 	t.Parallel()
 	harness.SkipOrFail(t, binsError)
@@ -46,7 +51,13 @@ func TestPlan25CanaryCredentials(t *testing.T) {
 	objs["seg/broken.fdt"] = randomBytes(2503, 300<<10)
 	e := newEnv(t, srv, 25, objs)
 	dir := cacheDir(t)
-	m := e.mount(t, dir, "--part-size", bodyPartSize, "--prefetch", "open", "--debug", "--log-level", "debug", "--idle-timeout", "1s")
+	port, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	m := e.mount(t, dir, "--part-size", bodyPartSize, "--prefetch", "open", "--debug", "--log-level", "debug", "--idle-timeout", "1s",
+		"--pprof-addr", pprofAddr)
 	e.rules(
 		faults.Rule{Key: "seg/broken.fdt", Fault: faults.InternalError},
 		faults.Rule{Fault: faults.SlowDown, Prob: 0.2, Times: 1, PerRequest: true},
@@ -68,8 +79,12 @@ func TestPlan25CanaryCredentials(t *testing.T) {
 		t.Errorf("the always-failing object read without error")
 	}
 	harness.WaitIdle(t, m)
-	for _, path := range []string{"/stats", "/debug/pprof/", "/debug/pprof/goroutine?debug=2", "/debug/pprof/heap?debug=1"} {
-		evidence = append(evidence, httpGet(t, "http://"+m.MetricsAddr()+path))
+	evidence = append(evidence, httpGet(t, "http://"+m.MetricsAddr()+"/stats"))
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/goroutine?debug=2", "/debug/pprof/heap?debug=1"} {
+		evidence = append(evidence, httpGet(t, "http://"+pprofAddr+path))
+		if code, _ := httpDo(t, "http://"+m.MetricsAddr()+path); code != http.StatusNotFound {
+			t.Errorf("GET %s on --metrics-addr: status %d, want 404 (profiles only on --pprof-addr)", path, code)
+		}
 	}
 	evidence = append(evidence, mountinfo(t))
 	if err := m.Unmount(); err != nil {
@@ -82,12 +97,37 @@ func TestPlan25CanaryCredentials(t *testing.T) {
 	opts := e.mountOptions(cacheDir(t), "--debug", "--log-level", "debug")
 	opts.Env = harness.SetEnv(srv.Env(), "AWS_SECRET_ACCESS_KEY", wrong)
 	opts.ReadyTimeout = hangGuard
-	_, err := harness.StartMount(context.Background(), opts)
+	_, err = harness.StartMount(context.Background(), opts)
 	var exit *harness.ExitError
 	if !errors.As(err, &exit) {
 		t.Fatalf("mount with a wrong secret: %v; want segfs to refuse", err)
 	}
 	evidence = append(evidence, exit.Log)
+
+	// A credential_process that prints malformed JSON holding the canary
+	// credentials: mount and push refuse, naming the provider.
+	procEnv := credentialProcessEnv(t, fmt.Sprintf(`{"Version": 1, "AccessKeyId": %q, "SecretAccessKey": %q`, access, secret))
+	opts = e.mountOptions(cacheDir(t), "--debug", "--log-level", "debug")
+	opts.Env = procEnv
+	opts.ReadyTimeout = hangGuard
+	_, err = harness.StartMount(context.Background(), opts)
+	var procExit *harness.ExitError
+	if !errors.As(err, &procExit) || procExit.Code == 0 {
+		t.Fatalf("mount with a malformed credential_process: %v; want segfs to exit non-zero", err)
+	}
+	evidence = append(evidence, procExit.Log)
+	pushOut, pushCode := runPush(t, e, procEnv)
+	evidence = append(evidence, pushOut)
+	t.Logf("with a malformed credential_process, mount said: %s; push (status %d) said: %s",
+		lastLine(procExit.Log), pushCode, lastLine(pushOut))
+	if pushCode == 0 {
+		t.Errorf("segfs push with a malformed credential_process exited 0; output:\n%s", pushOut)
+	}
+	for name, out := range map[string]string{"mount": procExit.Log, "push": pushOut} {
+		if !strings.Contains(out, "AWS credentials from credential_process") {
+			t.Errorf("segfs %s's output does not name the credential provider:\n%s", name, out)
+		}
+	}
 
 	p := e.proxy.Stats()
 	t.Logf("%d faults injected %v; segfs wrote %d bytes of log (%d lines); the refused mount said: %s",
@@ -111,20 +151,87 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// httpGet returns the body of a GET of url.
+// httpGet returns the body of a GET of url, which must succeed.
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
+	code, body := httpDo(t, url)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: status %d", url, code)
+	}
+	return body
+}
+
+// httpDo returns the status and body of a GET of url.
+func httpDo(t *testing.T, url string) (int, string) {
+	t.Helper()
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	defer c.CloseIdleConnections()
 	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
 	}
-	return string(b)
+	return resp.StatusCode, string(b)
+}
+
+// credentialProcessEnv returns the environment of a segfs whose only AWS
+// credentials come from a profile's credential_process printing output:
+// no keys in the environment, no credentials file, no instance metadata.
+func credentialProcessEnv(t *testing.T, output string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "output.json")
+	prog := filepath.Join(dir, "creds.sh")
+	conf := filepath.Join(dir, "config")
+	for _, f := range []struct {
+		path, data string
+		mode       os.FileMode
+	}{
+		{out, output + "\n", 0o600},
+		{prog, "#!/bin/sh\nexec cat " + out + "\n", 0o700},
+		{conf, "[profile canary]\ncredential_process = " + prog + "\n", 0o600},
+	} {
+		if err := os.WriteFile(f.path, []byte(f.data), f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []string{
+		"AWS_CONFIG_FILE=" + conf,
+		"AWS_PROFILE=canary",
+		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(dir, "no-such-credentials"),
+		"AWS_REGION=" + harness.Region,
+		"AWS_EC2_METADATA_DISABLED=true",
+	}
+}
+
+// runPush runs segfs push of a small directory to e's bucket through the
+// proxy with the environment env (after harness.ChildEnv) and returns its
+// output and exit status.
+func runPush(t *testing.T, e *env, env []string) (string, int) {
+	t.Helper()
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "segments_1"), randomBytes(2530, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binaries.Segfs, "push", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region,
+		src, "s3://"+e.bucket+"/pushed")
+	cmd.Env = harness.ChildEnv(env...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	}
+	t.Fatalf("segfs push: %v; output:\n%s", err, out)
+	return "", 0
 }
 
 func mountinfo(t *testing.T) string {
@@ -149,86 +256,4 @@ func grepTree(t *testing.T, dir, s string) string {
 		return nil
 	})
 	return found
-}
-
-// TestPlan25HostilePaths mounts a bucket whose listing holds keys with
-// "..", "." and empty elements, absolute keys, over-long names, a key that
-// is also a directory, a directory marker with content, names that differ
-// only by case, and very long names and paths. Most are real objects;
-// those the server cannot hold are added to its listing by the proxy.
-// segfs must show exactly the usable names, read them byte-exact, skip the
-// rest with a warning, and keep every file it writes inside its cache
-// directory, under hashed names.
-func TestPlan25HostilePaths(t *testing.T) {
-	t.Parallel()
-	long255 := strings.Repeat("l", 251) + ".fdt"
-	var longPath strings.Builder
-	for i := range 4 {
-		fmt.Fprintf(&longPath, "%s/", strings.Repeat(string(rune('p'+i)), 200))
-	}
-	longPath.WriteString("deep.fdt")
-	real := map[string][]byte{
-		"case/Seg.fdt":     randomBytes(2510, 3000),
-		"case/seg.fdt":     randomBytes(2511, 3001),
-		"case/SEG.FDT":     randomBytes(2512, 3002),
-		"long/" + long255:  randomBytes(2513, 70<<10),
-		longPath.String():  randomBytes(2514, 1<<20+3),
-		"odd/a..b":         randomBytes(2515, 10),
-		"odd/...":          randomBytes(2516, 11),
-		"odd/sp ace":       randomBytes(2517, 12),
-		"odd/uni-é":        randomBytes(2518, 13),
-		"odd/per%cent":     randomBytes(2519, 14),
-		`odd/back\slash`:   randomBytes(2520, 15),
-		"odd/q?mark":       randomBytes(2521, 16),
-		"odd/hash#":        randomBytes(2522, 17),
-		"conflict/f/child": randomBytes(2523, 18),
-		"trail/file":       randomBytes(2524, 19),
-	}
-	// Keys the server cannot hold, listed by the proxy; none is usable.
-	hostile := []string{
-		"../escape.fdt", "..", ".", "a/../../escape2.fdt", "./dot.fdt", "x//y.fdt", "/abs.fdt",
-		"e/.", "dots/..", "../evil.fdt.zst", "long/" + strings.Repeat("m", 256),
-		"conflict/f",  // also a directory
-		"trail/file/", // a directory marker with content
-	}
-	var entries []faults.ListEntry
-	for i, k := range hostile {
-		entries = append(entries, faults.ListEntry{Key: k, Size: int64(100 + i)})
-	}
-	e := newEnv(t, nil, 2502, real)
-	base := t.TempDir()
-	dir := filepath.Join(base, "cache")
-	mnt := filepath.Join(base, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.ListAppend, Entries: entries})
-	opts := e.mountOptions(dir, "--part-size", "64KiB", "--prefetch", "all")
-	opts.Dir = mnt
-	m := harness.StartMountT(t, opts)
-	if n := e.proxy.Stats().Fired["list_append"]; n == 0 {
-		t.Fatal("the hostile listing was not served")
-	}
-	checkTree(t, mnt, real)
-	s := harness.WaitIdle(t, m)
-	logText := m.Log()
-	warned := strings.Count(logText, "skipping object")
-	t.Logf("%d hostile keys listed; segfs warned %d times; %d parts cached", len(hostile), warned, s["cache_parts"])
-	// "trail/file/" is dropped by the listing code without a warning.
-	if warned < len(hostile)-1 {
-		t.Errorf("segfs warned about %d skipped objects; want one per unusable key (%d)", warned, len(hostile)-1)
-	}
-	checkCache(t, dir, real)
-	siblings, err := os.ReadDir(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range siblings {
-		if d.Name() != "cache" && d.Name() != "mnt" {
-			t.Errorf("%s appeared beside the cache directory and the mountpoint", filepath.Join(base, d.Name()))
-		}
-	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(base), "escape.fdt")); err == nil {
-		t.Errorf("a file escaped to %s", filepath.Dir(base))
-	}
 }

@@ -48,9 +48,11 @@ func (s *soak) sampleLoop(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// checkCache compares every part file in the cache directory with the
-// object it names (the bytes as stored), and reports temporary files as
-// leaks. The header layout is in cache/doc.go.
+// checkCache compares every part file and every whole-object file (of
+// --passthrough) in the cache directory with the object it names (the
+// bytes as stored), and reports temporary files, and whole-object files
+// or seals without the other, as leaks. The header layout is in
+// cache/doc.go, the seal's in cache/object.go.
 func (s *soak) checkCache() {
 	err := filepath.WalkDir(s.cacheDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -62,6 +64,25 @@ func (s *soak) checkCache() {
 			return nil
 		case strings.HasPrefix(rel, "tmp"+string(filepath.Separator)) || strings.HasSuffix(p, ".tmp"):
 			s.res.leak("temporary file left in the cache: " + rel)
+			return nil
+		case strings.HasSuffix(p, ".seal"):
+			if _, err := os.Lstat(strings.TrimSuffix(p, ".seal") + ".obj"); err != nil {
+				s.res.leak("seal without its whole-object file left in the cache: " + rel)
+			}
+			return nil
+		case strings.HasSuffix(p, ".obj"):
+			msg, sealed := s.checkWhole(p)
+			switch {
+			case !sealed:
+				s.res.leak("whole-object file without its seal left in the cache: " + rel)
+			case msg != "":
+				s.res.mu.Lock()
+				s.res.cacheBad = append(s.res.cacheBad, rel+": "+msg)
+				s.res.mu.Unlock()
+			}
+			s.res.mu.Lock()
+			s.res.cacheWhole++
+			s.res.mu.Unlock()
 			return nil
 		case !strings.HasSuffix(p, ".part"):
 			s.res.leak("unexpected file in the cache: " + rel)
@@ -116,6 +137,50 @@ func (s *soak) checkPart(p string) string {
 		return fmt.Sprintf("part %d of %s holds other bytes than the object's", index, key)
 	}
 	return ""
+}
+
+// checkWhole returns why the whole-object file at p does not hold the
+// bytes of the object its seal names, or "", and whether it has a seal.
+func (s *soak) checkWhole(p string) (msg string, sealed bool) {
+	seal, err := os.ReadFile(strings.TrimSuffix(p, ".obj") + ".seal")
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	}
+	if err != nil {
+		return err.Error(), true
+	}
+	// magic | version u16 | 0 u16 | len(source), len(object), len(etag)
+	// u16 | 0 u16 | size, dev, ino, ctime, mtime u64 | fields | crc u32
+	const fixed = 60
+	le := binary.LittleEndian
+	if len(seal) < fixed+4 || string(seal[:8]) != "segfsobj" {
+		return "its seal is not a seal", true
+	}
+	ns, no := int(le.Uint16(seal[12:])), int(le.Uint16(seal[14:]))
+	size := int64(le.Uint64(seal[20:]))
+	if fixed+ns+no > len(seal)-4 {
+		return "its seal's fields overrun it", true
+	}
+	key := string(seal[fixed+ns : fixed+ns+no])
+	local, ok := s.rem.objects[key]
+	if !ok {
+		return fmt.Sprintf("holds %q, which was not uploaded", key), true
+	}
+	got, err := os.ReadFile(p)
+	if err != nil {
+		return err.Error(), true
+	}
+	want, err := os.ReadFile(local)
+	if err != nil {
+		return err.Error(), true
+	}
+	switch {
+	case int64(len(want)) != size:
+		return fmt.Sprintf("its seal says %s has %d bytes, it has %d", key, size, len(want)), true
+	case !bytes.Equal(got, want):
+		return fmt.Sprintf("holds %d bytes other than the %d of %s", len(got), len(want), key), true
+	}
+	return "", true
 }
 
 // checkMounts reports every segfs mount still present below dir.

@@ -12,13 +12,16 @@
 // Workers then run until the duration is over: sequential copies of whole
 // files, random preads (buffered and O_DIRECT), repeated opens with stat
 // and a listing; a controller unmounts and mounts again now and then,
-// sometimes after kill -9. Every byte read is compared with the local
-// shard. At the end segfs is unmounted and the run checks that nothing
+// every second time after kill -9, going round three modes: --prefetch
+// open, --prefetch open --passthrough, --prefetch all. Every byte read is
+// compared with the local shard, in every mode. However short the run, it
+// goes on until each mode has been mounted and a kill -9 done. At the end segfs is unmounted and the run checks that nothing
 // leaked: goroutines of this process, mounts, temporary files in the cache
 // directory; and that every part left in the cache holds the right bytes.
 //
 // It prints a report and exits 1 if any byte was wrong, an operation hung,
-// an unmount failed, the cache held a wrong part, or something leaked.
+// an unmount failed, the cache held a wrong part or whole-object file, or
+// something leaked.
 // Reads that failed with an errno are reported, not fatal: the faults may
 // exhaust a request's retries now and then, and EIO is then the right
 // answer.
@@ -61,7 +64,7 @@ type config struct {
 func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
-	fs.DurationVar(&c.duration, "duration", 10*time.Minute, "how long the workload runs; the soak stops by itself")
+	fs.DurationVar(&c.duration, "duration", 10*time.Minute, "how long the workload runs, and at least until every mount mode was used and one kill -9 done; the soak stops by itself")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the shard, the workload and the faults")
 	fs.Int64Var(&c.scale, "scale", 256<<20, "bytes of generated shard")
 	fs.StringVar(&c.partSize, "part-size", "2MiB", "segfs --part-size")
@@ -74,7 +77,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.copiers, "copiers", 2, "workers copying whole files")
 	fs.IntVar(&c.readers, "readers", 8, "workers doing random preads")
 	fs.IntVar(&c.openers, "openers", 2, "workers opening, stating and listing")
-	fs.DurationVar(&c.remountEvery, "remount-every", 75*time.Second, "time between remounts (every third after kill -9)")
+	fs.DurationVar(&c.remountEvery, "remount-every", 75*time.Second, "time between remounts (every second after kill -9), or a third of --duration if less")
 	fs.DurationVar(&c.opTimeout, "op-timeout", 2*time.Minute, "an operation running longer than this is a hang, and fails the soak")
 	fs.StringVar(&c.shardDir, "shard-dir", "", "where the generated shard is kept between runs (default <repo>/.cache/soak-shard)")
 	if err := fs.Parse(args); err != nil {

@@ -199,7 +199,7 @@ func faultRules(rate float64) []faults.Rule {
 		return nil
 	}
 	return []faults.Rule{
-		{Ops: faults.OpList | faults.OpHead, Fault: faults.InternalError, Prob: 0.3, Times: 1, PerRequest: true},
+		{Ops: faults.OpList, Fault: faults.InternalError, Prob: 0.3, Times: 1, PerRequest: true}, // segfs sends no HEAD
 		{Fault: faults.SlowDown, Prob: rate, Times: 1, PerRequest: true},
 		{Fault: faults.InternalError, Prob: rate, Times: 1, PerRequest: true},
 		{Fault: faults.Reset, Bytes: -1, Prob: rate},

@@ -32,8 +32,12 @@ type results struct {
 	unmounts []string // unmounts that did not end cleanly
 	fatals   []error  // errors that stopped the run
 	mounts   int
-	segfs    map[string]int64 // segfs's counters summed over the mounts
-	peaks    peaks
+	modes    map[string]int64 // mounts by mode
+	// passthroughOff counts the --passthrough mounts where segfs found
+	// passthrough unavailable (kernel, privileges) and served every read.
+	passthroughOff int
+	segfs          map[string]int64 // segfs's counters summed over the mounts
+	peaks          peaks
 	// idleGoroutines are segfs's goroutines at rest before each unmount.
 	idleGoroutines []int64
 	faults         faults.Stats
@@ -41,6 +45,7 @@ type results struct {
 	segfsFails     []string // segfs's "read failed" log lines, the first few
 	segfsFailN     int64
 	cacheParts     int
+	cacheWhole     int // whole-object files checked
 	// Goroutines of this process before anything started and once all
 	// was closed (toxiproxy's own aside), and toxiproxy's left.
 	goroutinesStart, goroutinesEnd, toxiproxyLeft int
@@ -55,7 +60,7 @@ type peaks struct {
 }
 
 func newResults() *results {
-	return &results{ops: map[string]int64{}, failedBy: map[string]int64{}, segfs: map[string]int64{}}
+	return &results{ops: map[string]int64{}, failedBy: map[string]int64{}, segfs: map[string]int64{}, modes: map[string]int64{}}
 }
 
 func (r *results) op(kind string) {
@@ -114,15 +119,22 @@ func (r *results) fatal(err error) {
 	r.fatals = append(r.fatals, err)
 }
 
-func (r *results) addMount() {
+// addMount records a mount in a mode; passthroughOff says it asked for
+// passthrough and segfs found it unavailable.
+func (r *results) addMount(mode string, passthroughOff bool) {
 	r.mu.Lock()
 	r.mounts++
+	r.modes[mode]++
+	if passthroughOff {
+		r.passthroughOff++
+	}
 	r.mu.Unlock()
 }
 
 // summedCounters are the segfs counters the report sums over mounts.
 var summedCounters = []string{"reads", "read_bytes", "gets", "get_bytes", "retries", "read_errors", "fetch_errors", "changed",
-	"disk_hits", "memory_hits", "held_hits", "fill_paused", "cache_puts", "cache_evictions", "cache_corrupt_removed"}
+	"disk_hits", "memory_hits", "held_hits", "fill_paused", "cache_puts", "cache_evictions", "cache_corrupt_removed",
+	"promotions", "passthrough_opens", "bad_whole_objects"}
 
 // mountDone adds a mount's last counters (nil if unknown) to the sums,
 // and its goroutines at rest to the list.
@@ -193,7 +205,11 @@ func (r *results) print(w io.Writer) {
 		total += n
 	}
 	fmt.Fprintf(w, "  operations       %d: %s\n", total, countList(r.ops))
-	fmt.Fprintf(w, "  mounts           %d\n", r.mounts)
+	off := ""
+	if r.passthroughOff > 0 {
+		off = fmt.Sprintf("; passthrough unavailable in %d, segfs served their reads", r.passthroughOff)
+	}
+	fmt.Fprintf(w, "  mounts           %d: %s%s\n", r.mounts, countList(r.modes), off)
 	fmt.Fprintf(w, "  bytes read       %d (%.2f GB), all compared with the shard\n", r.bytes, float64(r.bytes)/1e9)
 	fmt.Fprintf(w, "  reads verified   %d byte-exact\n", r.reads)
 	fmt.Fprintf(w, "  wrong bytes      %d reads\n", r.wrongN)
@@ -226,7 +242,8 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(w, "  segfs peaks      %d goroutines, %d threads, %.0f MiB RSS, %.0f MiB heap (%d samples)\n",
 		r.peaks.goroutines, r.peaks.threads, float64(r.peaks.rss)/(1<<20), float64(r.peaks.heap)/(1<<20), r.peaks.samples)
 	fmt.Fprintf(w, "  segfs at rest    %v goroutines before each unmount, nothing in flight\n", r.idleGoroutines)
-	fmt.Fprintf(w, "  cache check      %d part files compared with the objects, %d wrong\n", r.cacheParts, len(r.cacheBad))
+	fmt.Fprintf(w, "  cache check      %d part files and %d whole-object files compared with the objects, %d wrong\n",
+		r.cacheParts, r.cacheWhole, len(r.cacheBad))
 	for _, s := range r.cacheBad {
 		fmt.Fprintf(w, "                   %s\n", s)
 	}
@@ -278,7 +295,7 @@ func firstLine(s string) string {
 func errnoName(e syscall.Errno) string {
 	names := map[syscall.Errno]string{
 		syscall.EIO: "EIO", syscall.ESTALE: "ESTALE", syscall.ENOENT: "ENOENT", syscall.EINTR: "EINTR",
-		syscall.ENOTCONN: "ENOTCONN", syscall.ECONNABORTED: "ECONNABORTED", syscall.EAGAIN: "EAGAIN",
+		syscall.ENOTCONN: "ENOTCONN", syscall.ECONNABORTED: "ECONNABORTED", syscall.EAGAIN: "EAGAIN", syscall.EINVAL: "EINVAL",
 	}
 	if s, ok := names[e]; ok {
 		return s

@@ -79,8 +79,13 @@ func run(ctx context.Context, cfg config, w io.Writer) (res *results, err error)
 		return nil, err
 	}
 	fmt.Fprintf(w, "  segfs    %s (sha256 %.12s) %s\n", bins.Segfs, sum, strings.Join(s.mountOptions().Args, " "))
-	fmt.Fprintf(w, "  workers  %d copying, %d reading at random, %d opening; remount every %v (every third after kill -9)\n",
-		cfg.copiers, cfg.readers, cfg.openers, cfg.remountEvery)
+	var rotation []string
+	for _, md := range modes {
+		rotation = append(rotation, strings.Join(md.args, " "))
+	}
+	fmt.Fprintf(w, "  modes    in turn: %s\n", strings.Join(rotation, " | "))
+	fmt.Fprintf(w, "  workers  %d copying, %d reading at random, %d opening; remount every %v (every second after kill -9)\n",
+		cfg.copiers, cfg.readers, cfg.openers, cfg.remountInterval().Round(time.Millisecond))
 
 	start := time.Now()
 	s.workload(ctx, w)
@@ -106,12 +111,25 @@ func run(ctx context.Context, cfg config, w io.Writer) (res *results, err error)
 }
 
 // workload runs the workers, the remount controller, the hang monitor,
-// the sampler and a progress line per minute until cfg.duration passes,
-// ctx ends or an operation hangs; then it waits for all of them.
+// the sampler and a progress line per minute until cfg.duration passes
+// and the rotation of mount modes has gone round once, or ctx ends, or an
+// operation hangs; then it waits for all of them.
 func (s *soak) workload(ctx context.Context, w io.Writer) {
-	runCtx, stop := context.WithTimeout(ctx, s.cfg.duration)
+	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var bg, workers sync.WaitGroup
+	bg.Go(func() {
+		select {
+		case <-runCtx.Done():
+			return
+		case <-time.After(s.cfg.duration):
+		}
+		select {
+		case <-runCtx.Done():
+		case <-s.rotated:
+		}
+		stop()
+	})
 	bg.Go(func() { s.monitorHangs(runCtx, stop) })
 	bg.Go(func() { s.sampleLoop(runCtx, 500*time.Millisecond) })
 	bg.Go(func() { s.controller(runCtx, stop) })

@@ -71,7 +71,9 @@ func TestReportVerdict(t *testing.T) {
 }
 
 // TestSoakSmoke runs the whole soak for a few seconds on a small shard,
-// with remounts, so that `make soak` cannot rot unnoticed.
+// with remounts, so that `make soak` cannot rot unnoticed. The run goes
+// round the mount modes: a kill -9 and a remount over the dead mount, a
+// --passthrough mount and a --prefetch all mount, every byte checked.
 func TestSoakSmoke(t *testing.T) {
 	harness.RequireBinaries(t)
 	cfg, err := parseFlags([]string{"--duration", "8s", "--scale", "8000000", "--remount-every", "3s",
@@ -90,5 +92,47 @@ func TestSoakSmoke(t *testing.T) {
 	}
 	if res.faults.TotalFaults() == 0 || res.mounts < 2 {
 		t.Errorf("%d faults injected over %d mounts; want faults and remounts", res.faults.TotalFaults(), res.mounts)
+	}
+	if n := res.ops["kill -9 + remount"]; n == 0 {
+		t.Errorf("no kill -9 and remount in the run")
+	}
+	for _, md := range modes {
+		if res.modes[md.name] == 0 {
+			t.Errorf("no mount in mode %q (%v); mounts by mode: %v", md.name, md.args, res.modes)
+		}
+	}
+	if res.passthroughOff > 0 {
+		t.Logf("passthrough unavailable here: the --passthrough mounts served their reads through segfs")
+	}
+	if h := res.faults.Requests["head"]; h != 0 {
+		t.Errorf("segfs sent %d HEAD requests; it sends none", h)
+	}
+}
+
+func TestRotation(t *testing.T) {
+	// The first remounts go round every mode, the first of them after
+	// kill -9; the kills then move round the modes.
+	if got := len(modes); got != rotationRemounts+1 || !crashBefore(1) {
+		t.Fatalf("%d modes, %d remounts to go round, first after kill -9: %v", got, rotationRemounts, crashBefore(1))
+	}
+	killed, unmounted := map[string]bool{}, map[string]bool{}
+	for n := 1; n <= 2*len(modes); n++ {
+		if name := modes[(n-1)%len(modes)].name; crashBefore(n) {
+			killed[name] = true
+		} else {
+			unmounted[name] = true
+		}
+	}
+	for _, md := range modes {
+		if !killed[md.name] || !unmounted[md.name] {
+			t.Errorf("mode %q: killed %v, unmounted %v within %d remounts", md.name, killed[md.name], unmounted[md.name], 2*len(modes))
+		}
+	}
+	c, err := parseFlags([]string{"--duration", "8s", "--remount-every", "75s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.remountInterval(); got*time.Duration(rotationRemounts) >= c.duration {
+		t.Errorf("remount every %v in an %v run: the rotation does not fit", got, c.duration)
 	}
 }

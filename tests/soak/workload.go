@@ -39,6 +39,11 @@ type soak struct {
 
 	mountMu sync.Mutex
 	mount   *harness.Mount // guarded by mountMu; replaced under opMu too
+	mountN  int            // guarded by mountMu: mounts started, for the rotation
+
+	// rotated is closed once the rotation has gone round once: every
+	// mode mounted, and a kill -9 done.
+	rotated chan struct{}
 
 	ops    sync.Map // op id to *opInfo: operations in flight, for the hang monitor
 	nextOp atomic.Int64
@@ -59,6 +64,7 @@ func newSoak(cfg config, bins harness.Binaries, rem *remote, work string, res *r
 		files:    rem.files,
 		locals:   map[string]*os.File{},
 		dirs:     map[string][]string{},
+		rotated:  make(chan struct{}),
 	}
 	if err := os.Mkdir(s.mnt, 0o755); err != nil {
 		return nil, err
@@ -92,7 +98,35 @@ func (s *soak) closeLocals() {
 	}
 }
 
-// mountOptions mounts the bucket through the fault proxy on s.mnt.
+// mode is one way of mounting segfs. The mounts of a run take the modes
+// in turn, and every second remount comes after kill -9, so that each
+// mode is both killed and unmounted cleanly within six remounts.
+type mode struct {
+	name string
+	args []string
+}
+
+var modes = []mode{
+	{"prefetch open", []string{"--prefetch", "open"}},
+	{"passthrough", []string{"--prefetch", "open", "--passthrough"}},
+	{"prefetch all", []string{"--prefetch", "all"}},
+}
+
+// crashBefore reports whether remount n (from 1) kills segfs first.
+func crashBefore(n int) bool { return n%2 == 1 }
+
+// rotationRemounts is how many remounts make the rotation go round once:
+// every mode mounted, the first remount after kill -9.
+var rotationRemounts = len(modes) - 1
+
+// remountInterval is the time between remounts: --remount-every, or less
+// in a run too short to go round the rotation at that pace.
+func (c config) remountInterval() time.Duration {
+	return min(c.remountEvery, c.duration/time.Duration(rotationRemounts+1))
+}
+
+// mountOptions mounts the bucket through the fault proxy on s.mnt, with
+// the flags every mode shares.
 func (s *soak) mountOptions() harness.MountOptions {
 	return harness.MountOptions{
 		Bin:      s.bins.Segfs,
@@ -103,25 +137,40 @@ func (s *soak) mountOptions() harness.MountOptions {
 		Args: []string{
 			"--cache-dir", s.cacheDir, "--cache-size", s.cfg.cacheSize, "--part-size", s.cfg.partSize,
 			"--max-fetches", fmt.Sprint(s.cfg.maxFetches), "--idle-timeout", s.cfg.idleTimeout.String(),
-			"--prefetch", "open",
 		},
 		TempDir:      filepath.Dir(s.mnt),
 		ReadyTimeout: 2 * time.Minute,
 	}
 }
 
-// startMount mounts; overDead says a killed segfs left its mount behind.
+// startMount mounts in the next mode of the rotation; overDead says a
+// killed segfs left its mount behind.
 func (s *soak) startMount(ctx context.Context, overDead bool) error {
+	s.mountMu.Lock()
+	md := modes[s.mountN%len(modes)]
+	s.mountMu.Unlock()
 	opts := s.mountOptions()
+	opts.Args = append(opts.Args, md.args...)
 	opts.OverDeadMount = overDead
 	m, err := harness.StartMount(ctx, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("mount (%s): %w", md.name, err)
 	}
 	s.mountMu.Lock()
 	s.mount = m
+	s.mountN++
 	s.mountMu.Unlock()
-	s.res.addMount()
+	passthroughOff := false
+	if slices.Contains(md.args, "--passthrough") {
+		st, err := m.Stats(ctx)
+		if err != nil {
+			return fmt.Errorf("mount (%s): %w", md.name, err)
+		}
+		// Where the kernel or the privileges do not allow passthrough,
+		// segfs says so and serves every read itself.
+		passthroughOff = st["passthrough"] != 1
+	}
+	s.res.addMount(md.name, passthroughOff)
 	return nil
 }
 
@@ -334,12 +383,13 @@ func (s *soak) check(kind string, f file, off int64, got, want []byte) bool {
 	return true
 }
 
-// controller remounts every cfg.remountEvery (every third time after
-// kill -9) and, as root, drops the page cache now and then so that
-// buffered reads keep reaching segfs. It returns when ctx ends or a
-// remount fails, calling stop then.
+// controller remounts every cfg.remountInterval(), going round the modes
+// (every second time after kill -9), and, as root, drops the page cache
+// now and then so that buffered reads keep reaching segfs. It closes
+// s.rotated once the rotation has gone round. It returns when ctx ends or
+// a remount fails, calling stop then.
 func (s *soak) controller(ctx context.Context, stop func()) {
-	remount := time.NewTicker(s.cfg.remountEvery)
+	remount := time.NewTicker(s.cfg.remountInterval())
 	defer remount.Stop()
 	drop := time.NewTicker(20 * time.Second)
 	defer drop.Stop()
@@ -354,13 +404,15 @@ func (s *soak) controller(ctx context.Context, stop func()) {
 			continue
 		case <-remount.C:
 		}
-		crash := n%3 == 0
-		n++
-		if err := s.remount(ctx, crash); err != nil {
+		if err := s.remount(ctx, crashBefore(n)); err != nil {
 			s.res.fatal(err)
 			stop()
 			return
 		}
+		if n == rotationRemounts && ctx.Err() == nil {
+			close(s.rotated)
+		}
+		n++
 	}
 }
 

@@ -1,0 +1,459 @@
+package reliability
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/segfs/segfs/compress"
+	"github.com/segfs/segfs/tests/faults"
+	"github.com/segfs/segfs/tests/harness"
+)
+
+// Plan case 25, hostile input: keys no file system can hold, listings
+// whose sizes lie, and a listing far longer than any real index.
+
+// TestPlan25HostilePaths mounts a bucket whose listing holds keys with
+// "..", "." and empty elements, absolute keys, over-long names, a key
+// that is also a directory, a directory marker with content, names that
+// differ only by case, and very long names and paths (NUL bytes:
+// TestPlan25NULKeys). Most
+// are real objects; those the server cannot hold are added to its
+// listing by the proxy. Beside the unusable keys are real files whose
+// names are their first elements ("a" beside "a//b", "a/." and "a/..").
+// segfs must show exactly the usable names, read them byte-exact, skip
+// each of the rest with exactly one warning, and keep every file it
+// writes inside its cache directory, under hashed names.
+func TestPlan25HostilePaths(t *testing.T) {
+	t.Parallel()
+	long255 := strings.Repeat("l", 251) + ".fdt"
+	var longPath strings.Builder
+	for i := range 4 {
+		fmt.Fprintf(&longPath, "%s/", strings.Repeat(string(rune('p'+i)), 200))
+	}
+	longPath.WriteString("deep.fdt")
+	real := map[string][]byte{
+		"case/Seg.fdt":     randomBytes(2510, 3000),
+		"case/seg.fdt":     randomBytes(2511, 3001),
+		"case/SEG.FDT":     randomBytes(2512, 3002),
+		"long/" + long255:  randomBytes(2513, 70<<10),
+		longPath.String():  randomBytes(2514, 1<<20+3),
+		"odd/a..b":         randomBytes(2515, 10),
+		"odd/...":          randomBytes(2516, 11),
+		"odd/sp ace":       randomBytes(2517, 12),
+		"odd/uni-é":        randomBytes(2518, 13),
+		"odd/per%cent":     randomBytes(2519, 14),
+		`odd/back\slash`:   randomBytes(2520, 15),
+		"odd/q?mark":       randomBytes(2521, 16),
+		"odd/hash#":        randomBytes(2522, 17),
+		"conflict/f/child": randomBytes(2523, 18),
+		"trail/file":       randomBytes(2524, 19),
+		// Files named by the first element of unusable keys: each must
+		// stay a file, not become a directory of nothing.
+		"a":    randomBytes(2525, 70<<10),
+		"e":    randomBytes(2526, 20),
+		"dots": randomBytes(2527, 21),
+		"x":    randomBytes(2528, 22),
+	}
+	// Keys the server cannot hold, listed by the proxy; none is usable.
+	hostile := []string{
+		"../escape.fdt", "..", ".", "a/../../escape2.fdt", "./dot.fdt", "x//y.fdt", "/abs.fdt",
+		"a//b", "a/.", "a/..", "e/.", "dots/..", "../evil.fdt.zst", "long/" + strings.Repeat("m", 256),
+		"conflict/f",  // also a directory
+		"trail/file/", // a directory marker with content
+	}
+	// segfs drops a directory marker ("trail/file/") silently, as S3
+	// consoles make them for empty folders; every other one is warned of.
+	wantWarned := map[string]int{}
+	for _, k := range hostile {
+		if !strings.HasSuffix(k, "/") {
+			wantWarned[k] = 1
+		}
+	}
+	var entries []faults.ListEntry
+	for i, k := range hostile {
+		entries = append(entries, faults.ListEntry{Key: k, Size: int64(100 + i)})
+	}
+	e := newEnv(t, nil, 2502, real)
+	base := t.TempDir()
+	dir := filepath.Join(base, "cache")
+	mnt := filepath.Join(base, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.ListAppend, Entries: entries})
+	opts := e.mountOptions(dir, "--part-size", "64KiB", "--prefetch", "all")
+	opts.Dir = mnt
+	m := harness.StartMountT(t, opts)
+	if n := e.proxy.Stats().Fired["list_append"]; n == 0 {
+		t.Fatal("the hostile listing was not served")
+	}
+	checkTree(t, mnt, real)
+	s := harness.WaitIdle(t, m)
+	warned := skipWarnings(t, m.Log())
+	t.Logf("%d hostile keys listed; segfs warned of %d; %d parts cached", len(hostile), len(warned), s["cache_parts"])
+	if !maps.Equal(warned, wantWarned) {
+		for _, k := range slices.Sorted(maps.Keys(wantWarned)) {
+			if warned[k] != 1 {
+				t.Errorf("key %q: warned %d times, want once", k, warned[k])
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(warned)) {
+			if wantWarned[k] == 0 {
+				t.Errorf("key %q: warned %d times, want never (it is not an unusable key)", k, warned[k])
+			}
+		}
+	}
+	checkCache(t, dir, real)
+	siblings, err := os.ReadDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range siblings {
+		if d.Name() != "cache" && d.Name() != "mnt" {
+			t.Errorf("%s appeared beside the cache directory and the mountpoint", filepath.Join(base, d.Name()))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(base), "escape.fdt")); err == nil {
+		t.Errorf("a file escaped to %s", filepath.Dir(base))
+	}
+}
+
+// TestPlan25NULKeys mounts a bucket whose listing holds keys with a NUL
+// byte beside real files, one of them named by such a key's first
+// element. XML cannot carry a NUL, so such a listing decodes only if it
+// is URL encoded, which a client asks for with encoding-type=url (S3
+// honours it; versitygw ignores it, and the proxy then encodes the
+// answer as S3 does). One such key must not keep the bucket from
+// mounting: segfs must show the real files byte-exact and skip each of
+// those keys with exactly one warning.
+func TestPlan25NULKeys(t *testing.T) {
+	t.Parallel()
+	real := map[string][]byte{
+		"ctl":       randomBytes(2570, 30),
+		"ok/ok.fdt": randomBytes(2571, 70<<10),
+		"sp ace+%&": randomBytes(2572, 31), // a key URL encoding changes
+	}
+	hostile := []string{"ctl/a\x00b.fdt", "\x00"}
+	wantWarned := map[string]int{}
+	var entries []faults.ListEntry
+	for i, k := range hostile {
+		entries = append(entries, faults.ListEntry{Key: k, Size: int64(100 + i)})
+		wantWarned[k] = 1
+	}
+	e := newEnv(t, nil, 2570, real)
+	e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.ListAppend, Entries: entries})
+	m := e.mount(t, cacheDir(t))
+	checkTree(t, m.Dir, real)
+	if warned := skipWarnings(t, m.Log()); !maps.Equal(warned, wantWarned) {
+		t.Errorf("segfs warned of %q; want once of each key with a NUL, %q", slices.Sorted(maps.Keys(warned)), hostile)
+	}
+}
+
+// skipWarnings returns, by key, how often segfs's log warned that it
+// skipped a listed object.
+func skipWarnings(t *testing.T, log string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "level=WARN") || !strings.Contains(line, `msg="skipping object`) {
+			continue
+		}
+		key, ok := logAttr(line, "key")
+		if !ok {
+			t.Errorf("a skip warning without a key: %s", line)
+			continue
+		}
+		out[key]++
+	}
+	return out
+}
+
+// logAttr returns the value of the attribute name in a line of slog's
+// text format, unquoted.
+func logAttr(line, name string) (string, bool) {
+	_, rest, ok := strings.Cut(line, " "+name+"=")
+	if !ok {
+		return "", false
+	}
+	if !strings.HasPrefix(rest, `"`) {
+		v, _, _ := strings.Cut(rest, " ")
+		return v, true
+	}
+	q, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return "", false
+	}
+	v, err := strconv.Unquote(q)
+	return v, err == nil
+}
+
+// TestPlan25LyingSize mounts, with the default flags, a bucket whose
+// listing claims 1 TiB for an object of 300 KiB. The file shows 1 TiB;
+// opening it must cost what opening any file costs (its background fill
+// queues a window of parts, not 131,072 of them); its reads fail with
+// EIO, since no answer of the server matches the listed size, and never
+// return other bytes; and the daemon serves the file beside it
+// byte-exact.
+func TestPlan25LyingSize(t *testing.T) {
+	t.Parallel()
+	const (
+		claimed    = 1 << 40
+		maxFetches = 16        // segfs's default --max-fetches
+		heapBound  = 256 << 20 // the pool's part buffers (16 x 8 MiB) and an idle mount's heap, with room
+	)
+	objs := map[string][]byte{
+		"lie/huge.bin":  randomBytes(2540, 300<<10),
+		"lie/aside.bin": randomBytes(2541, 200<<10+7),
+	}
+	e := newEnv(t, nil, 2540, objs)
+	e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.ListResize,
+		Entries: []faults.ListEntry{{Key: "lie/huge.bin", Size: claimed}}})
+	m := e.mount(t, cacheDir(t))
+	if n := e.proxy.Stats().Fired["list_resize"]; n == 0 {
+		t.Fatal("the lying listing was not served")
+	}
+	big := filepath.Join(m.Dir, "lie", "huge.bin")
+	info, err := os.Stat(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Size() != claimed {
+		t.Fatalf("%s shows %d bytes, want the listed %d", big, info.Size(), int64(claimed))
+	}
+
+	f, err := os.Open(big)
+	if err != nil {
+		t.Fatalf("open the file listed at 1 TiB: %v", err)
+	}
+	defer f.Close()
+	// The first part (readahead, started by the open) and the fill's
+	// window of --max-fetches parts; "lie/aside.bin" sorts before the
+	// file, so the open prefetches no small file after it.
+	cheap := func(when string) map[string]int64 {
+		t.Helper()
+		s := harness.MustStats(t, m)
+		t.Logf("%s: inflight_parts %d, heap %d MiB, %d GETs of it at the proxy", when, s["inflight_parts"], s["heap_bytes"]>>20,
+			e.proxy.Stats().GetsByKey["lie/huge.bin"])
+		if s["inflight_parts"] > maxFetches+1 {
+			t.Errorf("%s: %d part fetches queued or running; want at most --max-fetches+1 = %d", when, s["inflight_parts"], maxFetches+1)
+		}
+		return s
+	}
+	// Later the fill's garbage makes the heap grow until the collector
+	// runs (the Go memory limit is segfs's bound), so the heap is
+	// checked only here.
+	if s := cheap("right after the open"); s["heap_bytes"] > heapBound {
+		t.Errorf("right after the open: heap %d bytes; want at most %d", s["heap_bytes"], heapBound)
+	}
+
+	data := objs["lie/huge.bin"]
+	for _, off := range []int64{0, int64(len(data)) + 4096, claimed - 4096} {
+		errno, err := readExact(f, data, off, 4096)
+		if err != nil {
+			t.Errorf("read at %d: %v", off, err)
+		} else if errno != syscall.EIO {
+			t.Errorf("read at %d: errno %d (%s); want EIO: the server's answers do not match the listed size", off, errno, errnoName(errno))
+		}
+	}
+	cheap("after the reads")
+	if b, err := os.ReadFile(filepath.Join(m.Dir, "lie", "aside.bin")); err != nil || !bytes.Equal(b, objs["lie/aside.bin"]) {
+		t.Errorf("the neighbour: read %v (bytes equal: %v)", err, bytes.Equal(b, objs["lie/aside.bin"]))
+	}
+	harness.MustStats(t, m) // the daemon still answers
+}
+
+// TestPlan25ZstdHugeSize mounts a bucket whose listing claims 2^62 bytes
+// for a seekable zstd object (a segfs of commit 42377c0 sized the tail it
+// fetches as a 4096th of that and died allocating it): a real object
+// whose listed size lies, and a key listed with no object behind it.
+// segfs must not crash: either it refuses to mount, with one line naming
+// the object, or it mounts, shows the object under one name, fails its
+// reads with EIO or ESTALE (never other bytes), and serves the plain file
+// beside it byte-exact.
+func TestPlan25ZstdHugeSize(t *testing.T) {
+	t.Parallel()
+	const claimed = 1 << 62
+	var packed bytes.Buffer
+	logical := randomBytes(2550, 512<<10)
+	if _, _, err := compress.Encode(context.Background(), &packed, bytes.NewReader(logical), compress.EncoderOptions{FrameSize: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		rule faults.Rule
+	}{
+		{"size lies", faults.Rule{Ops: faults.OpList, Fault: faults.ListResize,
+			Entries: []faults.ListEntry{{Key: "z/huge.fdt.zst", Size: claimed}}}},
+		{"listed only", faults.Rule{Ops: faults.OpList, Fault: faults.ListAppend,
+			Entries: []faults.ListEntry{{Key: "z/ghost.fdt.zst", Size: claimed}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			objs := map[string][]byte{
+				"z/huge.fdt.zst": packed.Bytes(),
+				"z/plain.fdt":    randomBytes(2551, 100<<10),
+			}
+			e := newEnv(t, nil, 2550, objs)
+			e.rules(tc.rule)
+			key := tc.rule.Entries[0].Key
+			opts := e.mountOptions(cacheDir(t))
+			opts.ReadyTimeout = hangGuard
+			m, err := harness.StartMount(context.Background(), opts)
+			if n := e.proxy.Stats().Fired[tc.rule.Fault.String()]; n == 0 {
+				t.Fatal("the lying listing was not served")
+			}
+			var exit *harness.ExitError
+			switch {
+			case errors.As(err, &exit):
+				checkRefusal(t, exit, key)
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := m.Unmount(); err != nil {
+					t.Error(err)
+				}
+			})
+			t.Log("segfs mounted")
+			if b, err := os.ReadFile(filepath.Join(m.Dir, "z", "plain.fdt")); err != nil || !bytes.Equal(b, objs["z/plain.fdt"]) {
+				t.Errorf("the plain file: read %v (bytes equal: %v)", err, bytes.Equal(b, objs["z/plain.fdt"]))
+			}
+			// Shown as it is (or, were a table read, under its name
+			// without .zst): a read gives the true bytes, EIO or
+			// ESTALE (the object is not what was listed), nothing else.
+			name := strings.TrimPrefix(key, "z/")
+			truth := map[string][]byte{name: objs[key], strings.TrimSuffix(name, ".zst"): logical}
+			found := 0
+			for name, want := range truth {
+				f, err := os.Open(filepath.Join(m.Dir, "z", name))
+				if errors.Is(err, os.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				found++
+				errno, err := readExact(f, want, 0, 4096)
+				f.Close()
+				t.Logf("z/%s is shown; a read at 0 gives errno %d (%s)", name, errno, errnoName(errno))
+				if err != nil {
+					t.Errorf("z/%s: %v", name, err)
+				} else if errno != 0 && errno != syscall.EIO && errno != syscall.ESTALE {
+					t.Errorf("z/%s: a read failed with errno %d (%s); want the true bytes, EIO or ESTALE", name, errno, errnoName(errno))
+				}
+			}
+			if found != 1 {
+				t.Errorf("%s is shown under %d names; want one", key, found)
+			}
+			harness.MustStats(t, m)
+			if crashed(m.Log()) {
+				t.Errorf("segfs logged a panic:\n%s", tail(m.Log(), 4096))
+			}
+		})
+	}
+}
+
+// checkRefusal fails the test unless segfs, refusing to mount, exited
+// cleanly with one error line, naming key.
+func checkRefusal(t *testing.T, exit *harness.ExitError, key string) {
+	t.Helper()
+	t.Logf("segfs refused to mount (status %d): %s", exit.Code, lastLine(exit.Log))
+	if crashed(exit.Log) {
+		t.Fatalf("segfs crashed:\n%s", tail(exit.Log, 4096))
+	}
+	if exit.Code <= 0 {
+		t.Errorf("segfs exited with status %d; want a clean non-zero exit", exit.Code)
+	}
+	var errLines []string
+	for _, line := range strings.Split(exit.Log, "\n") {
+		if strings.Contains(line, "level=ERROR") || strings.HasPrefix(line, "segfs:") {
+			errLines = append(errLines, line)
+		}
+	}
+	if len(errLines) != 1 || !strings.Contains(errLines[0], key) {
+		t.Errorf("segfs's refusal: %d error lines %q; want one naming %s", len(errLines), errLines, key)
+	}
+}
+
+// crashed reports whether a segfs log shows a Go panic or fatal error.
+func crashed(log string) bool {
+	return strings.Contains(log, "panic:") || strings.Contains(log, "fatal error:") || strings.Contains(log, "goroutine 1 [")
+}
+
+// TestPlan25HugeListing mounts a bucket whose listing the proxy makes
+// 100,000 keys longer ("bulk/NNNNNN", small sizes). The mount must show
+// every one of them, and segfs's peak resident set (VmHWM) must stay
+// within the memory bound it logs at mount for that many keys.
+func TestPlan25HugeListing(t *testing.T) {
+	t.Parallel()
+	const bulk = 200_000
+	objs := map[string][]byte{"real/one.fdt": randomBytes(2560, 300<<10)}
+	entries := make([]faults.ListEntry, bulk)
+	for i := range entries {
+		entries[i] = faults.ListEntry{Key: fmt.Sprintf("bulk/%06d", i), Size: int64(1 + i%4096)}
+	}
+	e := newEnv(t, nil, 2560, objs)
+	e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.ListAppend, Entries: entries})
+	// Small fixed terms, so that the tree's term (per key) is most of
+	// the bound.
+	m := e.mount(t, cacheDir(t), "--part-size", "1MiB", "--max-fetches", "4", "--memory-cache", "0", "--frame-cache", "0", "--cache-size", "256MiB")
+	if n := e.proxy.Stats().Fired["list_append"]; n == 0 {
+		t.Fatal("the long listing was not served")
+	}
+	d, err := os.Open(filepath.Join(m.Dir, "bulk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != bulk {
+		t.Errorf("bulk/ lists %d names, want %d", len(names), bulk)
+	}
+	if b, err := os.ReadFile(filepath.Join(m.Dir, "real", "one.fdt")); err != nil || !bytes.Equal(b, objs["real/one.fdt"]) {
+		t.Errorf("real/one.fdt: read %v (bytes equal: %v)", err, bytes.Equal(b, objs["real/one.fdt"]))
+	}
+	bound := memoryBound(t, m.Log())
+	st, err := harness.ReadProcStatus(m.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d keys listed: peak RSS %d MiB, RSS %d MiB, memory bound %d MiB", bulk+len(objs), st.VmHWM>>20, st.VmRSS>>20, bound>>20)
+	if st.VmHWM > bound {
+		t.Errorf("segfs's peak resident set %d bytes is above the memory bound it logged, %d", st.VmHWM, bound)
+	}
+}
+
+// memoryBound returns the bytes of the "memory bound" line segfs logs at
+// mount.
+func memoryBound(t *testing.T, log string) int64 {
+	t.Helper()
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `msg="memory bound"`) {
+			continue
+		}
+		v, ok := logAttr(line, "bytes")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil || n <= 0 {
+			t.Fatalf("memory bound line without a byte count: %s", line)
+		}
+		terms, _ := logAttr(line, "terms")
+		t.Logf("memory bound %d bytes: %s", n, terms)
+		return n
+	}
+	t.Fatalf("segfs logged no memory bound; log:\n%s", tail(log, 4096))
+	return 0
+}
