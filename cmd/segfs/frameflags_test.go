@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/segfs/segfs/compress"
 	segfs "github.com/segfs/segfs/fs"
@@ -31,8 +30,7 @@ func TestFrameFlagDefaults(t *testing.T) {
 }
 
 func TestFrameFlagBounds(t *testing.T) {
-	base := mountCmd{PartSize: 8 << 20, MaxFetches: 16, MaxRead: 1 << 20, Readahead: 1 << 20, IdleTimeout: time.Second,
-		FrameCache: 64 << 20, MaxFrameSize: 16 << 20, DecodeMemory: 64 << 20}
+	base := defaultMountCmd(t)
 	for _, c := range []struct {
 		name   string
 		change func(*mountCmd)

@@ -6,7 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/alecthomas/kong"
 
 	segfs "github.com/segfs/segfs/fs"
 )
@@ -67,8 +68,7 @@ func TestCheckMountpoint(t *testing.T) {
 }
 
 func TestMountFlagBounds(t *testing.T) {
-	base := mountCmd{PartSize: 8 << 20, MaxFetches: 16, MaxRead: 1 << 20, Readahead: 1 << 20, IdleTimeout: time.Second,
-		MaxFrameSize: 16 << 20, DecodeMemory: 64 << 20}
+	base := defaultMountCmd(t)
 	cases := []struct {
 		max, background int
 		ok              bool
@@ -112,4 +112,19 @@ func TestMountFlagBounds(t *testing.T) {
 			t.Errorf("--readahead %d: err %v, want ok %v", c.readahead, err, c.ok)
 		}
 	}
+}
+
+// defaultMountCmd returns `segfs mount`'s flags as parsed with none
+// given: every default, as a user gets them.
+func defaultMountCmd(t *testing.T) mountCmd {
+	t.Helper()
+	var c cli
+	p, err := kong.New(&c, kong.Name("segfs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Parse([]string{"mount", "s3://bucket", "/mnt"}); err != nil {
+		t.Fatal(err)
+	}
+	return c.Mount
 }

@@ -14,6 +14,7 @@ import (
 type memoryBound struct {
 	Parts  int64 // part buffers: the fetch pool's, the writers', the streams' held parts and the free list
 	Ranges int64 // the buffers of cold small reads' own-range GETs
+	FUSE   int64 // the FUSE requests in flight: input and reply buffers
 	Memory int64 // --memory-cache: parts the disk cache refused
 	Frames int64 // decoded seekable zstd frames: kept, and being decoded
 	Tree   int64 // the tree, per listed key
@@ -43,6 +44,7 @@ func memoryBoundOf(c *mountCmd, keys int) memoryBound {
 	return memoryBound{
 		Parts:  (3*w + segfs.DefaultWriters + 1) * ps,
 		Ranges: w * (ps / 8),
+		FUSE:   segfs.RequestBytes(c.MaxRequests, int(c.MaxRead)),
 		Memory: int64(c.MemoryCache),
 		Frames: c.frameMemory(),
 		Tree:   int64(keys) * segfs.TreeBytesPerKey,
@@ -53,7 +55,7 @@ func memoryBoundOf(c *mountCmd, keys int) memoryBound {
 
 // Total returns the sum of the terms.
 func (b memoryBound) Total() int64 {
-	return b.Parts + b.Ranges + b.Memory + b.Frames + b.Tree + b.Index + b.Base
+	return b.Parts + b.Ranges + b.FUSE + b.Memory + b.Frames + b.Tree + b.Index + b.Base
 }
 
 // frameMemory is what decoded seekable zstd frames may take: the frames

@@ -10,7 +10,7 @@ import (
 // and the memory cache and the frame memory are counted apart: both are
 // spent.
 func TestMemoryBoundTerms(t *testing.T) {
-	base := mountCmd{PartSize: 8 << 20, MaxFetches: 16, MemoryCache: 64 << 20, FrameCache: 64 << 20, DecodeMemory: 64 << 20, CacheSize: 10 << 30}
+	base := defaultMountCmd(t)
 	b := memoryBoundOf(&base, 0)
 	if got, want := b.Parts, int64(3*16+segfs.DefaultWriters+1)*8<<20; got != want {
 		t.Errorf("parts %d, want %d", got, want)
@@ -28,6 +28,8 @@ func TestMemoryBoundTerms(t *testing.T) {
 	}{
 		{"part-size", func(c *mountCmd) { c.PartSize *= 2 }},
 		{"max-fetches", func(c *mountCmd) { c.MaxFetches *= 2 }},
+		{"max-requests", func(c *mountCmd) { c.MaxRequests *= 2 }},
+		{"max-read", func(c *mountCmd) { c.MaxRead /= 2 }}, // halving it must lower the bound: checked below
 		{"memory-cache", func(c *mountCmd) { c.MemoryCache *= 2 }},
 		{"frame-cache", func(c *mountCmd) { c.FrameCache *= 2 }},
 		{"decode-memory", func(c *mountCmd) { c.DecodeMemory *= 2 }},
@@ -35,6 +37,12 @@ func TestMemoryBoundTerms(t *testing.T) {
 	} {
 		c := base
 		tc.set(&c)
+		if tc.name == "max-read" {
+			if memoryBoundOf(&c, 0).Total() >= b.Total() {
+				t.Errorf("halving --max-read did not lower the bound")
+			}
+			continue
+		}
 		if memoryBoundOf(&c, 0).Total() <= b.Total() {
 			t.Errorf("doubling --%s did not raise the bound", tc.name)
 		}
