@@ -5,71 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/segfs/segfs/tests/treesnap"
 )
-
-// tree describes everything under root without following a symlink: each
-// entry's mode, owner, modification time, and content or link target. Two
-// equal trees mean nothing was created, changed or removed.
-func tree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	m := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return err
-		}
-		desc := fmt.Sprintf("mode %o uid %d mtime %d", st.Mode, st.Uid, st.Mtim.Nano())
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFLNK:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			desc += " -> " + target
-		case unix.S_IFREG:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			desc += fmt.Sprintf(" %q", b)
-		}
-		rel, _ := filepath.Rel(root, p)
-		m[rel] = desc
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// sameTree fails the test unless before and after are equal.
-func sameTree(t *testing.T, before, after map[string]string) {
-	t.Helper()
-	for _, p := range slices.Sorted(maps.Keys(before)) {
-		if after[p] != before[p] {
-			t.Errorf("%s: was %s, now %q", p, before[p], after[p])
-		}
-	}
-	for _, p := range slices.Sorted(maps.Keys(after)) {
-		if _, ok := before[p]; !ok {
-			t.Errorf("%s: created (%s)", p, after[p])
-		}
-	}
-}
 
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
@@ -227,7 +172,7 @@ func TestOpenRefuses(t *testing.T) {
 			}
 			root := t.TempDir()
 			dir := tc.make(t, root)
-			before := tree(t, root)
+			before := treesnap.Take(t, root)
 			cfg := testConfig(t)
 			cfg.Dir = dir
 			c, err := Open(cfg)
@@ -244,7 +189,7 @@ func TestOpenRefuses(t *testing.T) {
 			case de.Dir != dir || !strings.Contains(de.Reason, tc.reason) || strings.Contains(err.Error(), "\n"):
 				t.Errorf("Open: dir %q, reason %q; want %q and one line holding %q", de.Dir, de.Reason, dir, tc.reason)
 			}
-			sameTree(t, before, tree(t, root))
+			treesnap.Same(t, before, treesnap.Take(t, root))
 		})
 	}
 }
@@ -425,7 +370,7 @@ func TestUnusablePartFiles(t *testing.T) {
 				outside := filepath.Join(outsideDir, "target")
 				path := partPath(c, k)
 				tc.replace(t, path, outside)
-				before := tree(t, outsideDir)
+				before := treesnap.Take(t, outsideDir)
 
 				if got, ok := readGuarded(t, c, k, n, path); ok {
 					t.Fatalf("served %d bytes from the replaced entry", len(got))
@@ -437,7 +382,7 @@ func TestUnusablePartFiles(t *testing.T) {
 				if fileExists(path) {
 					t.Error("the entry is left")
 				}
-				sameTree(t, before, tree(t, outsideDir))
+				treesnap.Same(t, before, treesnap.Take(t, outsideDir))
 				mustPut(t, c, k, data)
 				if got, ok := read(t, c, k, 0, n); !ok || !bytes.Equal(got, data) {
 					t.Fatalf("after Put again: hit %v, %d bytes", ok, len(got))
@@ -461,7 +406,7 @@ func TestNonEmptyDirectoryInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(path, "notes.txt"), "notes")
-	before := tree(t, path)
+	before := treesnap.Take(t, path)
 	if _, ok := read(t, c, k, 0, 100); ok {
 		t.Fatal("served a directory")
 	}
@@ -471,7 +416,7 @@ func TestNonEmptyDirectoryInPlace(t *testing.T) {
 	if _, ok := read(t, c, k, 0, 100); ok {
 		t.Fatal("served a directory")
 	}
-	sameTree(t, before, tree(t, path))
+	treesnap.Same(t, before, treesnap.Take(t, path))
 	if st := c.Stats(); st.BadFilesRemoved != 0 {
 		t.Errorf("bad files removed %d, want 0", st.BadFilesRemoved)
 	}
@@ -495,7 +440,7 @@ func TestSymlinkAtIndexLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	symlink(t, outside, path)
-	before := tree(t, outsideDir)
+	before := treesnap.Take(t, outsideDir)
 
 	c = openTest(t, cfg)
 	st := c.Stats()
@@ -505,7 +450,7 @@ func TestSymlinkAtIndexLoad(t *testing.T) {
 	if fileExists(path) {
 		t.Error("the symlink is left")
 	}
-	sameTree(t, before, tree(t, outsideDir))
+	treesnap.Same(t, before, treesnap.Take(t, outsideDir))
 	if _, ok := read(t, c, ka, 0, 700); ok {
 		t.Error("part served after its file was removed")
 	}
@@ -534,7 +479,7 @@ func TestPutReplacesSymlink(t *testing.T) {
 				t.Fatal(err)
 			}
 			symlink(t, outside, path)
-			before := tree(t, outsideDir)
+			before := treesnap.Take(t, outsideDir)
 			hold := make(chan struct{})
 			if loading {
 				cfg.holdLoad = hold
@@ -564,7 +509,7 @@ func TestPutReplacesSymlink(t *testing.T) {
 			if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
 				t.Errorf("the part's name holds %v (%v), want a regular file", fi, err)
 			}
-			sameTree(t, before, tree(t, outsideDir))
+			treesnap.Same(t, before, treesnap.Take(t, outsideDir))
 			checkAccounting(t, c)
 		})
 	}
@@ -585,7 +530,7 @@ func TestSymlinkedFanOutDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	symlink(t, outside, sub)
-	before := tree(t, outside)
+	before := treesnap.Take(t, outside)
 
 	// The open Cache holds the directory it renamed: it must still not
 	// reach it by its name. A new Cache must not either.
@@ -603,7 +548,7 @@ func TestSymlinkedFanOutDirectory(t *testing.T) {
 	if c.Contains(k) {
 		t.Error("Contains looked through the symlink")
 	}
-	sameTree(t, before, tree(t, outside))
+	treesnap.Same(t, before, treesnap.Take(t, outside))
 }
 
 // TestDirectoriesRemovedUnderCache: tmp/ and a fan-out directory removed

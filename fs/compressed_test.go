@@ -3,7 +3,6 @@ package fs
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 	"github.com/segfs/segfs/compress"
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/tests/hostile"
 )
 
 // seekableBytes returns data as a seekable zstd object of 4 KiB frames.
@@ -161,30 +161,6 @@ func TestFrameReaderStats(t *testing.T) {
 	}
 }
 
-// hugeFrameObject returns the hostile object of the frame limit: one zstd
-// frame of 1 GiB of zeros in RLE blocks (about 32 KiB) under a seek table
-// that says so, truthfully and without checksums.
-func hugeFrameObject() []byte {
-	const size, block = compress.MaxFrameSize, 128 << 10
-	obj := binary.LittleEndian.AppendUint32(nil, 0xFD2FB528) // zstd magic
-	obj = append(obj, 0x00, 0x38)                            // no content size, no checksum; window 128 KiB
-	for left := size; left > 0; left -= block {
-		h := uint32(block)<<3 | 1<<1 // an RLE block
-		if left == block {
-			h |= 1 // the last
-		}
-		obj = append(obj, byte(h), byte(h>>8), byte(h>>16), 0)
-	}
-	comp := len(obj)
-	obj = binary.LittleEndian.AppendUint32(obj, 0x184D2A5E) // skippable frame of the seek table
-	obj = binary.LittleEndian.AppendUint32(obj, 8+compress.FooterSize)
-	obj = binary.LittleEndian.AppendUint32(obj, uint32(comp))
-	obj = binary.LittleEndian.AppendUint32(obj, size)
-	obj = binary.LittleEndian.AppendUint32(obj, 1) // one frame
-	obj = append(obj, 0)                           // no checksums
-	return binary.LittleEndian.AppendUint32(obj, 0x8F92EAB1)
-}
-
 // newFrameTest stores obj in a memStore and returns the store, the entry
 // of obj (its seek table read as Entries does) and a FrameReader with cfg
 // over a Reader of 64 KiB parts without prefetch, whose 16 fetch workers
@@ -232,7 +208,7 @@ func fetched(store *memStore, e Entry, f compress.Frame) bool {
 // limit each of three concurrent one-byte reads fails (EIO at the edge)
 // without fetching or allocating anything like the frame.
 func TestFrameReaderHugeFrame(t *testing.T) {
-	obj := hugeFrameObject()
+	obj := hostile.HugeFrameObject()
 	store, e, fr := newFrameTest(t, obj, FrameConfig{CacheBytes: DefaultFrameCache})
 	if len(obj) > 40<<10 || e.Size() != compress.MaxFrameSize {
 		t.Fatalf("hostile object of %d bytes shows %d", len(obj), e.Size())
@@ -512,7 +488,7 @@ func TestRefusedObjectLogsOnce(t *testing.T) {
 	var warns warnCounter
 	log := slog.New(&warns)
 	store := newMemStore()
-	o := store.put("x.fdt.zst", hugeFrameObject())
+	o := store.put("x.fdt.zst", hostile.HugeFrameObject())
 	tab, err := readSeekTable(context.Background(), store, o)
 	if err != nil {
 		t.Fatal(err)

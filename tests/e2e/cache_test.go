@@ -19,6 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/segfs/segfs/tests/harness"
+
+	"github.com/segfs/segfs/tests/treesnap"
 )
 
 // The persistent part cache, seen from outside: each test mounts with an
@@ -562,14 +564,14 @@ func TestCacheDirSymlinkRefused(t *testing.T) {
 	if err := os.Symlink(home, link); err != nil {
 		t.Fatal(err)
 	}
-	before := dirTree(t, home)
+	before := treesnap.Take(t, home)
 	out := mountFails(t, harness.MountOptions{Source: "s3://" + bucket, Server: srv, Dir: t.TempDir(),
 		Args: []string{"--cache-dir", link}})
 	wantLine(t, out, "segfs: --cache-dir "+link+": is a symlink; give a real directory")
 	if b, err := os.ReadFile(notes); err != nil || string(b) != "notes" {
 		t.Errorf("notes.txt: %q, %v; want it untouched", b, err)
 	}
-	sameDirTree(t, before, dirTree(t, home))
+	treesnap.Same(t, before, treesnap.Take(t, home))
 }
 
 // TestCacheDirForeignRefused gives --cache-dir a directory of someone
@@ -582,9 +584,9 @@ func TestCacheDirForeignRefused(t *testing.T) {
 	dir := t.TempDir()
 	writeTestFile(t, filepath.Join(dir, "notes.txt"), "notes")
 	writeTestFile(t, filepath.Join(dir, "tmp", "0123456789abcdef.1.tmp"), "not segfs's")
-	before := dirTree(t, dir)
+	before := treesnap.Take(t, dir)
 	out := mountFails(t, harness.MountOptions{Source: "s3://" + bucket, Server: srv, Dir: t.TempDir(),
 		Args: []string{"--cache-dir", dir}})
 	wantLine(t, out, "segfs: --cache-dir "+dir+`: is not empty and not a segfs cache directory (it holds "notes.txt"); give an empty or new directory`)
-	sameDirTree(t, before, dirTree(t, dir))
+	treesnap.Same(t, before, treesnap.Take(t, dir))
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/segfs/segfs/compress"
 	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/hostile"
 )
 
 // jsonLines returns n bytes of compressible taxi-trip-like JSON lines.
@@ -163,31 +163,6 @@ func TestCompressedCorruptFrame(t *testing.T) {
 	}
 }
 
-// hugeFrameObject returns an object of about 32 KiB whose seek table
-// claims, truthfully, one frame of 1 GiB of zeros (zstd RLE blocks), the
-// largest the format allows: a read of one byte of it, if decoded, costs
-// 1 GiB of memory.
-func hugeFrameObject() []byte {
-	const size, block = compress.MaxFrameSize, 128 << 10
-	obj := binary.LittleEndian.AppendUint32(nil, 0xFD2FB528) // zstd magic
-	obj = append(obj, 0x00, 0x38)                            // no content size, no checksum; window 128 KiB
-	for left := size; left > 0; left -= block {
-		h := uint32(block)<<3 | 1<<1 // an RLE block
-		if left == block {
-			h |= 1 // the last
-		}
-		obj = append(obj, byte(h), byte(h>>8), byte(h>>16), 0)
-	}
-	comp := len(obj)
-	obj = binary.LittleEndian.AppendUint32(obj, 0x184D2A5E) // skippable frame of the seek table
-	obj = binary.LittleEndian.AppendUint32(obj, 8+compress.FooterSize)
-	obj = binary.LittleEndian.AppendUint32(obj, uint32(comp))
-	obj = binary.LittleEndian.AppendUint32(obj, size)
-	obj = binary.LittleEndian.AppendUint32(obj, 1) // one frame
-	obj = append(obj, 0)                           // no checksums
-	return binary.LittleEndian.AppendUint32(obj, 0x8F92EAB1)
-}
-
 // TestCompressedHugeFrame: the hostile object above is listed at its
 // logical size, but with the default --max-frame-size three concurrent
 // one-byte reads of it fail with EIO and a log line naming the limit;
@@ -199,7 +174,7 @@ func TestCompressedHugeFrame(t *testing.T) {
 	logical := jsonLines(3, 1<<20)
 	raw := randomBytes(102, 1<<20)
 	putObjects(t, srv, bucket, map[string][]byte{
-		"huge.fdt.zst": hugeFrameObject(),
+		"huge.fdt.zst": hostile.HugeFrameObject(),
 		"ok.fdt.zst":   encodeSeekable(t, logical, 64<<10),
 		"raw.doc":      raw,
 	})

@@ -200,60 +200,6 @@ func writeTestFile(t *testing.T, path, content string) {
 	}
 }
 
-// dirTree describes everything under root without following a symlink:
-// each entry's mode, modification time and content or link target. Equal
-// trees mean nothing was created, changed or removed.
-func dirTree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	m := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		desc := fmt.Sprintf("%v %d", fi.Mode(), fi.ModTime().UnixNano())
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			desc += " -> " + target
-		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			desc += fmt.Sprintf(" %q", b)
-		}
-		rel, _ := filepath.Rel(root, p)
-		m[rel] = desc
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// sameDirTree fails the test unless the two trees are equal.
-func sameDirTree(t *testing.T, before, after map[string]string) {
-	t.Helper()
-	for _, p := range slices.Sorted(maps.Keys(before)) {
-		if after[p] != before[p] {
-			t.Errorf("%s: was %s, now %q", p, before[p], after[p])
-		}
-	}
-	for _, p := range slices.Sorted(maps.Keys(after)) {
-		if _, ok := before[p]; !ok {
-			t.Errorf("%s: created (%s)", p, after[p])
-		}
-	}
-}
-
 // wantLine fails the test unless out holds line as a whole line.
 func wantLine(t *testing.T, out, line string) {
 	t.Helper()
