@@ -37,6 +37,9 @@ type fakeS3 struct {
 	// rewriteList, if set, may change a list page before it is sent
 	// (called with mu held, with the request's continuation token).
 	rewriteList func(token string, res *listResult)
+	// bare416 leaves the true size out of a 416 (no "Content-Range:
+	// bytes */N"), as some S3-compatible servers do.
+	bare416 atomic.Bool
 }
 
 type fakeObject struct {
@@ -234,6 +237,9 @@ func (f *fakeS3) object(w http.ResponseWriter, r *http.Request, o *fakeObject) {
 		first, last, ok = parseRangeHeader(r.Header.Get("Range"), size)
 	}
 	if !ok {
+		if !f.bare416.Load() {
+			h.Set("Content-Range", fmt.Sprintf("bytes */%d", size)) // as S3 sends
+		}
 		writeError(w, r, http.StatusRequestedRangeNotSatisfiable, "InvalidRange", "The requested range is not satisfiable")
 		return
 	}

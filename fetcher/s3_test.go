@@ -334,6 +334,38 @@ func TestS3ReadRangeChanged(t *testing.T) {
 	}
 }
 
+// An object that does not have the size it was listed with is not the
+// object the tree shows: its reads fail at once, without retries, with
+// ErrChanged when the server tells its true size (a 206 cut short, a 416
+// with "bytes */N"), and with ErrShort when a 416 does not.
+func TestS3ReadRangeSizeLies(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		off     int64
+		bare416 bool
+		want    error
+	}{
+		{"within the true size", 10, false, ErrChanged},
+		{"past the true size", 8000, false, ErrChanged},
+		{"past the true size, no size in the 416", 8000, true, ErrShort},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkGoroutines(t)
+			f := newFakeS3(t)
+			f.bare416.Store(tc.bare416)
+			etag := f.put("bucket", "k", randomBytes(4096))
+			s := openTestS3(t, f, "")
+			err := s.ReadRange(t.Context(), Object{Key: "k", Size: 1 << 40, ETag: etag}, tc.off, make([]byte, 1000))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if g := s.Counters().Gets.Load(); g != 1 {
+				t.Errorf("%d GETs, want 1: a lying size is not retried", g)
+			}
+		})
+	}
+}
+
 func TestS3ReadRangeContextCanceled(t *testing.T) {
 	checkGoroutines(t)
 	f := newFakeS3(t)

@@ -126,6 +126,9 @@ func (s *S3Store) getOnce(ctx context.Context, obj Object, off int64, p []byte, 
 		// The server ignored If-Match.
 		return 0, fmt.Errorf("%w: response ETag %s, want %s", ErrChanged, etag, obj.ETag)
 	}
+	if _, _, total, ok := parseContentRange(aws.ToString(out.ContentRange)); ok && total != obj.Size {
+		return 0, sizeChanged(obj, total)
+	}
 	if err := checkHeaders(out, obj.Size, off, end); err != nil {
 		return 0, &bodyError{err}
 	}
@@ -253,7 +256,27 @@ func getError(err error, obj Object) error {
 	if code == "PreconditionFailed" || status == http.StatusPreconditionFailed {
 		return fmt.Errorf("%w: If-Match %s failed", ErrChanged, obj.ETag)
 	}
+	if status == http.StatusRequestedRangeNotSatisfiable {
+		// Every range asked for lies within the listed size.
+		var re *smithyhttp.ResponseError
+		if errors.As(err, &re) && re.Response != nil {
+			// "bytes */N", where a server sends it: the true size.
+			if n, ok := strings.CutPrefix(re.Response.Header.Get("Content-Range"), "bytes */"); ok {
+				if total, perr := strconv.ParseInt(n, 10, 64); perr == nil && total != obj.Size {
+					return sizeChanged(obj, total)
+				}
+			}
+		}
+		return fmt.Errorf("%w: %w", ErrShort, err)
+	}
 	return classify(err)
+}
+
+// sizeChanged is the error of a response showing that the object is not
+// of the size it was listed with: not the object the tree shows, as for
+// a changed ETag. It is not retried, and a read of it fails with ESTALE.
+func sizeChanged(obj Object, total int64) error {
+	return fmt.Errorf("%w: the object holds %d bytes, listed as %d", ErrChanged, total, obj.Size)
 }
 
 // normETag strips a weak-validator prefix and quotes, so that an ETag

@@ -86,6 +86,10 @@ var (
 	ErrNotFound     = errors.New("object not found")
 	ErrNoBucket     = errors.New("no such bucket")
 	ErrAccessDenied = errors.New("access denied")
+	// ErrShort wraps a server's refusal (416) of a range within the
+	// listed size: the object is shorter than its listing says. It is
+	// not retried.
+	ErrShort = errors.New("object shorter than listed")
 )
 
 // Counters counts a store's remote requests. The zero value is ready.

@@ -38,11 +38,13 @@ func (e Entry) Size() int64 {
 // shown under its name without the suffix; one whose tail does not parse is
 // shown as it is, with a warning. A table with frames larger than the
 // mount decodes (FrameConfig.MaxFrameSize) parses and is shown like any
-// other: the FrameReader refuses its reads (see FrameReader.ReadAt). A tail that cannot be read because the
-// remote fails (the store's retries exhausted) is an error: showing that
-// object as it is would let a transient failure rename a file. One that
-// changed or vanished since the listing is shown as it is (its reads fail
-// with ESTALE, as for any object changed after the listing). Keys the
+// other: the FrameReader refuses its reads (see FrameReader.ReadAt). A
+// tail that cannot be read because the remote fails (the store's retries
+// exhausted) is an error: showing that object as it is would let a
+// transient failure rename a file. One that changed or vanished since
+// the listing, or is shorter than listed, is shown as it is (its reads
+// fail, as for any object changed after the listing): one bad object
+// does not keep a shard from mounting. Keys the
 // tree would skip as unusable are not read. Tails are read with at most
 // parallel requests.
 //
@@ -73,7 +75,7 @@ func Entries(ctx context.Context, store fetcher.Store, objects []fetcher.Object,
 				e.Name, e.Table = name, t
 			case gctx.Err() != nil:
 				return gctx.Err()
-			case errors.Is(err, errTailRead) && !errors.Is(err, fetcher.ErrChanged) && !errors.Is(err, fetcher.ErrNotFound):
+			case errors.Is(err, errTailRead) && !errors.Is(err, fetcher.ErrChanged) && !errors.Is(err, fetcher.ErrNotFound) && !errors.Is(err, fetcher.ErrShort):
 				return fmt.Errorf("seek table of %s: %w", e.Obj.Key, err)
 			default:
 				log.Warn("not a readable seekable zstd object; shown as it is", "key", e.Obj.Key, "err", err)

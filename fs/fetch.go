@@ -48,11 +48,25 @@ func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority
 // it creates counts in that fill's window until it leaves the in-flight
 // map.
 func (r *Reader) startCall(group string, obj fetcher.Object, idx int64, prio prefetch.Priority, f *fill) {
+	r.newCall(group, obj, idx, prio, f, false)
+}
+
+// startDemand starts part idx of obj for a reader that waits on it, if
+// nothing holds, caches or fetches it yet, and returns the call with a
+// ref of the reader's, to wait on with waitCall; else it returns nil. A
+// reader waits on the fetch it started even if that fails at once: it
+// then has its own attempt's error, not a second attempt.
+func (r *Reader) startDemand(obj fetcher.Object, idx int64) *partCall {
+	return r.newCall(obj.Key, obj, idx, prefetch.Demand, nil, true)
+}
+
+// newCall is startCall, and startDemand when join is set.
+func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefetch.Priority, f *fill, join bool) *partCall {
 	k := keyOf(obj, idx)
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return
+		return nil
 	}
 	if call := r.inflight[k]; call != nil {
 		task := call.task
@@ -65,27 +79,30 @@ func (r *Reader) startCall(group string, obj fetcher.Object, idx int64, prio pre
 		for _, t := range ranges {
 			r.sched.Raise(t, prio)
 		}
-		return
+		return nil
 	}
 	if _, held := r.heldLocked(k); held || r.mem.has(k) {
 		r.mu.Unlock()
-		return
+		return nil
 	}
 	r.mu.Unlock()
 	if ck := r.cacheKey(k); r.cache.Contains(ck) {
 		if prio == prefetch.Readahead {
 			r.cache.WillNeed(ck) // a hint; direct cache I/O reads part files past the page cache
 		}
-		return
+		return nil
 	}
 
 	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), refs: 1, prio: prio, fill: f}
 	r.mu.Lock()
 	if r.closed || r.inflight[k] != nil {
 		r.mu.Unlock()
-		return // lost a race to another reader, who started it
+		return nil // lost a race to another reader, who started it
 	}
 	r.inflight[k] = call
+	if join {
+		call.refs++ // the reader's, released by waitCall
+	}
 	if f != nil {
 		f.active++
 	}
@@ -97,6 +114,10 @@ func (r *Reader) startCall(group string, obj fetcher.Object, idx int64, prio pre
 	r.mu.Lock()
 	call.task = task
 	r.mu.Unlock()
+	if !join {
+		return nil
+	}
+	return call
 }
 
 // runFetch is the scheduler task of a part: fetch, publish to waiters,

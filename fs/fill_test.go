@@ -173,3 +173,29 @@ func TestFillStopsAtAFailedPart(t *testing.T) {
 		t.Fatalf("%d GETs of an object whose every part fails; want at most the window and the first part", n)
 	}
 }
+
+// A reader waits on the fetch it started, even one that fails at once:
+// it gets that attempt's error, and the failed read costs one GET, not a
+// second attempt through its own range.
+func TestFailedReadCostsOneGet(t *testing.T) {
+	store := newMemStore()
+	const ps = 1024
+	boom := errors.New("connection reset")
+	store.fail = boom
+	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone})
+	published := make(chan struct{}, 1)
+	r.afterPublish = func(*partCall) { published <- struct{}{} }
+	// The reader goes on only once its fetch has failed and woken its
+	// waiters: it must already be one of them.
+	r.afterStart = func() { <-published }
+	for i := range 3 {
+		obj := store.put(fmt.Sprint("f", i), randomBytes(uint64(i), ps))
+		before := store.calls.Load()
+		if _, err := r.ReadAt(context.Background(), obj, make([]byte, ps), 0, nil); !errors.Is(err, boom) {
+			t.Fatalf("read %d: %v, want %v", i, err, boom)
+		}
+		if n := store.calls.Load() - before; n != 1 {
+			t.Fatalf("read %d: %d GETs for one failed read of one part, want 1", i, n)
+		}
+	}
+}

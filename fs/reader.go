@@ -158,6 +158,9 @@ type Reader struct {
 	// afterPublish, if set (by tests), runs when a part fetch has
 	// published its bytes or error to its waiters, before it is stored.
 	afterPublish func(*partCall)
+	// afterStart, if set (by tests), runs when a reader has started the
+	// fetch of a part it waits for, before it waits.
+	afterStart func()
 
 	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
 	writers sync.WaitGroup
@@ -505,7 +508,13 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 			}
 			return r.readRange(ctx, obj, idx*r.cfg.PartSize+off, p)
 		}
-		r.startPart(obj, idx, prefetch.Demand)
+		mine := r.startDemand(obj, idx)
+		if r.afterStart != nil {
+			r.afterStart()
+		}
+		if mine != nil {
+			return r.waitCall(ctx, mine, p, off)
+		}
 	}
 }
 
