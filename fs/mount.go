@@ -24,29 +24,10 @@ type MountConfig struct {
 	// once. It is also the span the kernel reads around a page fault of a
 	// mapped file that has not asked for MADV_RANDOM.
 	Readahead int
-	// MaxRequests bounds the FUSE requests segfs holds at once, each
-	// with buffers of about MaxRead for its input and its reply
-	// (RequestBytes); the kernel queues the rest. Default
-	// DefaultMaxRequests.
-	MaxRequests int
 	// Debug logs every FUSE request.
 	Debug bool
 	// Logger receives go-fuse's own messages. Default slog.Default().
 	Logger *slog.Logger
-}
-
-// DefaultMaxRequests is MountConfig.MaxRequests's default.
-const DefaultMaxRequests = 64
-
-// requestSlack is what a FUSE request takes beyond MaxRead bytes of
-// input: its header and go-fuse's request struct, rounded up.
-const requestSlack = 8 << 10
-
-// RequestBytes bounds the memory of maxRequests FUSE requests in flight
-// with reads of up to maxRead bytes: each holds an input buffer of
-// maxRead plus its header, and a reply of up to maxRead.
-func RequestBytes(maxRequests, maxRead int) int64 {
-	return 2 * int64(maxRequests) * int64(maxRead+requestSlack)
 }
 
 // FuseType is the file system type of a segfs mount in /proc/self/mountinfo.
@@ -62,9 +43,6 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 	if cfg.Readahead <= 0 {
 		cfg.Readahead = cfg.MaxRead
 	}
-	if cfg.MaxRequests <= 0 {
-		cfg.MaxRequests = DefaultMaxRequests
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -79,14 +57,8 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 			Name:         "segfs",
 			MaxWrite:     cfg.MaxRead, // go-fuse sets max_read to MaxWrite
 			MaxReadAhead: cfg.MaxRead,
-			// go-fuse counts each request's input buffer (MaxWrite plus
-			// a header) against this, and reads no more requests from
-			// the kernel while it is spent: the goroutines and buffers
-			// of requests in flight stay bounded however many threads
-			// read the mount.
-			MaxInflightRequestBytes: cfg.MaxRequests * (cfg.MaxRead + requestSlack),
-			Debug:                   cfg.Debug,
-			Logger:                  log.New(slogWriter{cfg.Logger}, "", 0),
+			Debug:        cfg.Debug,
+			Logger:       log.New(slogWriter{cfg.Logger}, "", 0),
 		},
 	}
 	if os.Geteuid() == 0 {

@@ -14,7 +14,6 @@ import (
 type memoryBound struct {
 	Parts  int64 // part buffers: the fetch pool's, the writers', the streams' held parts and the free list
 	Ranges int64 // the buffers of cold small reads' own-range GETs
-	FUSE   int64 // the FUSE requests in flight: input and reply buffers
 	Memory int64 // --memory-cache: parts the disk cache refused
 	Frames int64 // decoded seekable zstd frames: kept, and being decoded
 	Tree   int64 // the tree, per listed key
@@ -33,6 +32,14 @@ const (
 
 // memoryBoundOf returns the bound for a mount of keys listed keys.
 //
+// It leaves out one term that no flag bounds: the FUSE requests in
+// flight, each with a reply buffer of up to --max-read. The kernel
+// sends one synchronous request per thread blocked in a read of the
+// mount and at most max_background (12) asynchronous ones, and go-fuse
+// offers no bound on requests whose input is small (it counts input
+// buffers, which a read does not keep). README says so beside the
+// formula.
+//
 // Part buffers: each of the --max-fetches workers holds one while it
 // fetches; as many again wait, free, for reuse; DefaultWriters more are
 // being written to the disk; and the streams of sequential readers hold
@@ -44,7 +51,6 @@ func memoryBoundOf(c *mountCmd, keys int) memoryBound {
 	return memoryBound{
 		Parts:  (3*w + segfs.DefaultWriters + 1) * ps,
 		Ranges: w * (ps / 8),
-		FUSE:   segfs.RequestBytes(c.MaxRequests, int(c.MaxRead)),
 		Memory: int64(c.MemoryCache),
 		Frames: c.frameMemory(),
 		Tree:   int64(keys) * segfs.TreeBytesPerKey,
@@ -55,7 +61,7 @@ func memoryBoundOf(c *mountCmd, keys int) memoryBound {
 
 // Total returns the sum of the terms.
 func (b memoryBound) Total() int64 {
-	return b.Parts + b.Ranges + b.FUSE + b.Memory + b.Frames + b.Tree + b.Index + b.Base
+	return b.Parts + b.Ranges + b.Memory + b.Frames + b.Tree + b.Index + b.Base
 }
 
 // frameMemory is what decoded seekable zstd frames may take: the frames

@@ -28,8 +28,6 @@ func TestMemoryBoundTerms(t *testing.T) {
 	}{
 		{"part-size", func(c *mountCmd) { c.PartSize *= 2 }},
 		{"max-fetches", func(c *mountCmd) { c.MaxFetches *= 2 }},
-		{"max-requests", func(c *mountCmd) { c.MaxRequests *= 2 }},
-		{"max-read", func(c *mountCmd) { c.MaxRead /= 2 }}, // halving it must lower the bound: checked below
 		{"memory-cache", func(c *mountCmd) { c.MemoryCache *= 2 }},
 		{"frame-cache", func(c *mountCmd) { c.FrameCache *= 2 }},
 		{"decode-memory", func(c *mountCmd) { c.DecodeMemory *= 2 }},
@@ -37,12 +35,6 @@ func TestMemoryBoundTerms(t *testing.T) {
 	} {
 		c := base
 		tc.set(&c)
-		if tc.name == "max-read" {
-			if memoryBoundOf(&c, 0).Total() >= b.Total() {
-				t.Errorf("halving --max-read did not lower the bound")
-			}
-			continue
-		}
 		if memoryBoundOf(&c, 0).Total() <= b.Total() {
 			t.Errorf("doubling --%s did not raise the bound", tc.name)
 		}

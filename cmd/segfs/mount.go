@@ -41,7 +41,6 @@ type mountCmd struct {
 	DecodeMemory      byteSize      `name:"decode-memory" default:"64MiB" help:"Memory for seekable-zstd frames being decoded at once: each decode reserves its compressed bytes plus 2.25 times its frame size and 256KiB before it allocates anything (what a corrupt frame may take), and waits while other decodes hold the rest. Must hold one frame of --max-frame-size (52.3MiB for the default 16MiB)."`
 	MaxFrameSize      byteSize      `name:"max-frame-size" default:"16MiB" help:"Largest decompressed frame of a seekable-zstd object that segfs decodes (and largest compressed frame: what zstd may need for that many bytes). An object with a larger frame is listed at its logical size, but every read of it fails with EIO and a log line naming the frame. segfs push writes 256KiB frames by default and at most 16MiB; the format allows 1GiB, which a hostile object could claim to make each read allocate that much."`
 	MaxRead           byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
-	MaxRequests       int           `name:"max-requests" default:"64" help:"Most FUSE requests segfs serves at once; the kernel queues the others. Each holds up to two --max-read buffers (its input and its reply), so this bounds that memory and the goroutines serving requests however many threads read the mount. A request waiting here includes a signal's interrupt of a read: with every slot held by reads waiting on the remote, it waits for one to end."`
 	Readahead         byteSize      `name:"readahead" default:"1MiB" help:"How far ahead of a sequential reader the kernel reads, sent as --max-read requests all in flight at once (the mount's read_ahead_kb; needs root, else the kernel's 128KiB stays). It is also what the kernel reads around each page fault of a memory-mapped file that did not ask for MADV_RANDOM."`
 	IdleTimeout       time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
 	Passthrough       bool          `name:"passthrough" help:"Copy each object whose parts are all cached into one whole-object file in the cache (it counts toward --cache-size), and hand later opens of it to the kernel, which then serves their reads from that file without segfs (FUSE passthrough: Linux 6.9+, root). The file is checked as it is built and sealed; a change to it is found at open. Off by default: it costs a second copy of each cached object on disk."`
@@ -77,8 +76,6 @@ func (c *mountCmd) validate() error {
 		return fmt.Errorf("--max-fetches %d: must be between 1 and 1024", c.MaxFetches)
 	case c.BackgroundFetches < 0 || c.BackgroundFetches > max(c.MaxFetches-1, 1):
 		return fmt.Errorf("--background-fetches %d: must be between 1 and %d (one fewer than --max-fetches)", c.BackgroundFetches, max(c.MaxFetches-1, 1))
-	case c.MaxRequests < 1 || c.MaxRequests > 4096:
-		return fmt.Errorf("--max-requests %d: must be between 1 and 4096", c.MaxRequests)
 	case c.MaxRead < 4096 || c.MaxRead > 1<<20:
 		return fmt.Errorf("--max-read %v: must be between 4KiB and 1MiB", c.MaxRead)
 	case c.Readahead < 4096 || c.Readahead > 64<<20 || c.Readahead%4096 != 0:
@@ -184,12 +181,11 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	root := segfs.NewRoot(entries, reader, frames, log)
 	server, err := segfs.Mount(c.Mountpoint, root, segfs.MountConfig{
-		FsName:      store.String(),
-		MaxRead:     int(c.MaxRead),
-		Readahead:   int(c.Readahead),
-		MaxRequests: c.MaxRequests,
-		Debug:       c.Debug,
-		Logger:      log,
+		FsName:    store.String(),
+		MaxRead:   int(c.MaxRead),
+		Readahead: int(c.Readahead),
+		Debug:     c.Debug,
+		Logger:    log,
 	})
 	if err != nil {
 		return err
