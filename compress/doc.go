@@ -19,12 +19,13 @@
 //
 // # Division of work
 //
-// The package does no I/O for reads. The caller (segfs's object reader)
-// fetches the last TailSize bytes of an object through its own part cache
-// and fetch scheduler and hands them to ParseSeekTable; for a read of
-// logical bytes [off, off+n) it asks FramesFor which frames to fetch,
-// fetches exactly the compressed bytes [CompOff, CompOff+CompSize) of each
-// and decodes them with a shared Decoder. Encode, used by `segfs push`,
+// The package does no I/O for reads. The caller (segfs's fs package)
+// fetches the last TailSize bytes of an object from the store when it
+// lists the tree and hands them to ParseSeekTable; for a read of logical
+// bytes [off, off+n) it asks FramesFor which frames to fetch, fetches
+// exactly the compressed bytes [CompOff, CompOff+CompSize) of each
+// through its part cache and fetch pool, and decodes them with a shared
+// Decoder. Encode, used by `segfs push`,
 // writes a whole object to an io.Writer.
 //
 // # Invariants

@@ -14,8 +14,8 @@
 //     parts (PartSize bytes; the last part of an object is short), fetches
 //     the parts it lacks with at most MaxFetches remote reads in flight,
 //     shares one fetch among all readers of a part (single-flight), and
-//     keeps recently used parts in a memory tier bounded by MemoryLimit
-//     bytes.
+//     keeps the parts the disk cache refused (a full disk) in a memory
+//     tier bounded by MemoryLimit bytes.
 //   - A handle reading an object sequentially is followed (follow.go):
 //     the object's queued background fetches past its readahead's reach
 //     are taken back until it ends, and the parts fetched within that

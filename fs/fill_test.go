@@ -199,3 +199,28 @@ func TestFailedReadCostsOneGet(t *testing.T) {
 		}
 	}
 }
+
+// The ranges of a split part fetch and the halves of a small read across
+// a part border run on goroutines of their own: a panic there fails the
+// read too, and the daemon serves on.
+func TestPanickingSplitAndSmallReadsFailOnlyTheirReads(t *testing.T) {
+	store := newMemStore()
+	const ps = 512 << 10
+	bad := store.put("bad", randomBytes(8, 2*ps))
+	goodData := randomBytes(9, 2*ps)
+	good := store.put("good", goodData)
+	r := newTestReader(t, panicStore{store}, newFakeCache(), 8, ReaderConfig{PartSize: ps, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	if _, err := r.ReadAt(context.Background(), bad, make([]byte, ps), 0, nil); !errors.Is(err, ErrInternal) {
+		t.Fatalf("split part read: %v, want ErrInternal", err)
+	}
+	if st := r.Stats(); st.PartsSplit == 0 {
+		t.Fatalf("the part fetch did not split: %+v", st)
+	}
+	if _, err := r.ReadAt(context.Background(), bad, make([]byte, 8<<10), ps-4<<10, nil); !errors.Is(err, ErrInternal) {
+		t.Fatalf("small read across the part border: %v, want ErrInternal", err)
+	}
+	got, err := r.ReadAt(context.Background(), good, make([]byte, 2*ps), 0, nil)
+	if err != nil || !bytes.Equal(got, goodData) {
+		t.Fatalf("read beside it: %v (or wrong bytes)", err)
+	}
+}

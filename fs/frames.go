@@ -365,6 +365,10 @@ func (fr *FrameReader) decode(ctx context.Context, e Entry, i int, seq *Sequence
 	if err := fr.budget.acquire(ctx, cost); err != nil {
 		return nil, 0, fmt.Errorf("%s frame %d: %w", e.Obj.Key, i, err)
 	}
+	// From here a panic (a decoder tripping over the frame's bytes)
+	// fails this frame's reads and still returns its reservation.
+	reserved = cost
+	defer catchPanic(&err, fmt.Sprintf("decode %s frame %d", e.Obj.Key, i))
 	comp := make([]byte, f.CompSize)
 	got, err := fr.r.ReadAt(ctx, e.Obj, comp, f.CompOff, seq)
 	if err != nil {

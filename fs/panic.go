@@ -13,9 +13,12 @@ var ErrInternal = errors.New("segfs internal error")
 
 // catchPanic, deferred, turns a panic of the calling goroutine into an
 // error in *err that wraps ErrInternal and carries the stack. Every
-// goroutine that runs on a remote object's bytes or its listed size (the
-// fetch pool's tasks, the FUSE handlers) defers it: bad input must cost
-// one request, never the daemon.
+// goroutine that runs on a remote object's bytes or its listed size
+// defers it around that work: the part and range fetches and a split
+// fetch's ranges (fetch.go, split.go), the halves of a small read across
+// a part border (reader.go), frame decodes (frames.go), and, through
+// fileNode.recoverRead, the FUSE read handler. Bad input must cost one
+// request, never the daemon.
 func catchPanic(err *error, what string) {
 	if p := recover(); p != nil {
 		*err = fmt.Errorf("%s: %w: %v\n%s", what, ErrInternal, p, debug.Stack())

@@ -358,7 +358,10 @@ func (r *Reader) readSmallParts(ctx context.Context, obj fetcher.Object, out []b
 	for i := first; i <= last; i++ {
 		lo, hi := max(off, i*ps), min(end, (i+1)*ps)
 		wg.Go(func() {
-			errs[i-first] = r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, true)
+			errs[i-first] = func() (err error) {
+				defer catchPanic(&err, fmt.Sprintf("read %s part %d", obj.Key, i))
+				return r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, true)
+			}()
 		})
 	}
 	wg.Wait()

@@ -68,7 +68,10 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 		sub := &subRange{lo: rg[0], hi: rg[1], done: make(chan struct{})}
 		subs[i] = sub
 		tasks[i] = r.sched.Submit(call.group, prio, func(ctx context.Context) {
-			sub.err = r.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
+			sub.err = func() (err error) {
+				defer catchPanic(&err, fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base+sub.lo, base+sub.hi))
+				return r.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
+			}()
 			close(sub.done)
 		})
 	}
