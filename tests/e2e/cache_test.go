@@ -72,10 +72,10 @@ func TestCacheRemountNoGets(t *testing.T) {
 	checkObjects(t, m.Dir, objs)
 	after := harness.WaitIdle(t, m)
 	t.Logf("second mount: %d GETs, %d disk hits, %d memory hits, %d corrupt parts removed",
-		delta(before, after, "gets"), delta(before, after, "disk_hits"),
-		delta(before, after, "memory_hits"), after["cache_corrupt_removed"])
-	if n := delta(before, after, "gets"); n != 0 {
-		t.Errorf("second mount made %d GETs (%d bytes); want 0, every part was cached", n, delta(before, after, "get_bytes"))
+		harness.Delta(before, after, "gets"), harness.Delta(before, after, "disk_hits"),
+		harness.Delta(before, after, "memory_hits"), after["cache_corrupt_removed"])
+	if n := harness.Delta(before, after, "gets"); n != 0 {
+		t.Errorf("second mount made %d GETs (%d bytes); want 0, every part was cached", n, harness.Delta(before, after, "get_bytes"))
 	}
 	if after["disk_hits"] == 0 {
 		t.Errorf("second mount served no read from the disk cache: %v", after)
@@ -126,9 +126,9 @@ func TestCacheDamagedParts(t *testing.T) {
 	before := harness.MustStats(t, m)
 	checkObjects(t, m.Dir, objs)
 	after := waitCached(t, m, partCount(objs, testPartSize))
-	removed, gets := after["cache_corrupt_removed"], delta(before, after, "gets")
+	removed, gets := after["cache_corrupt_removed"], harness.Delta(before, after, "gets")
 	t.Logf("mount over damaged parts: %d corrupt parts removed, %d GETs, %d parts fetched, %d disk hits",
-		removed, gets, delta(before, after, "parts_fetched"), delta(before, after, "disk_hits"))
+		removed, gets, harness.Delta(before, after, "parts_fetched"), harness.Delta(before, after, "disk_hits"))
 	if removed != int64(len(victims)) {
 		t.Errorf("cache_corrupt_removed = %d; want %d, one per damaged part file", removed, len(victims))
 	}
@@ -160,7 +160,7 @@ func TestCacheDamagedParts(t *testing.T) {
 	before = harness.MustStats(t, m)
 	checkObjects(t, m.Dir, objs)
 	after = harness.WaitIdle(t, m)
-	if n := delta(before, after, "gets"); n != 0 {
+	if n := harness.Delta(before, after, "gets"); n != 0 {
 		t.Errorf("third mount made %d GETs; want 0, the damaged parts were cached again", n)
 	}
 	if n := after["cache_corrupt_removed"]; n != 0 {
@@ -528,8 +528,8 @@ func TestCacheNewETagSameSize(t *testing.T) {
 	}
 	checkObjects(t, m.Dir, newObjs)
 	after := harness.WaitIdle(t, m)
-	t.Logf("after the overwrite: %d GETs, %d disk hits", delta(before, after, "gets"), delta(before, after, "disk_hits"))
-	if delta(before, after, "gets") == 0 {
+	t.Logf("after the overwrite: %d GETs, %d disk hits", harness.Delta(before, after, "gets"), harness.Delta(before, after, "disk_hits"))
+	if harness.Delta(before, after, "gets") == 0 {
 		t.Errorf("no GET after the object changed: the new bytes cannot have been read")
 	}
 }

@@ -77,13 +77,13 @@ func TestCacheDirectIO(t *testing.T) {
 			before := harness.MustStats(t, m)
 			checkObjects(t, m.Dir, objs)
 			after := harness.WaitIdle(t, m)
-			if n := delta(before, after, "gets"); n != 0 {
+			if n := harness.Delta(before, after, "gets"); n != 0 {
 				t.Errorf("remount made %d GETs; every part was cached", n)
 			}
 			if n := after["cache_corrupt_removed"]; n != 0 {
 				t.Errorf("remount removed %d parts as corrupt", n)
 			}
-			read := delta(before, after, "cache_direct_read_bytes")
+			read := harness.Delta(before, after, "cache_direct_read_bytes")
 			t.Logf("%s: remount read %d bytes of part data with O_DIRECT", mode, read)
 			if mode == "direct" && read == 0 {
 				t.Error("the remount's reads went through the page cache; the large ones should go with O_DIRECT")

@@ -50,9 +50,6 @@ func waitCached(t *testing.T, m *harness.Mount, parts int64) map[string]int64 {
 	})
 }
 
-// delta is after[k]-before[k].
-func delta(before, after map[string]int64, k string) int64 { return after[k] - before[k] }
-
 // partCount is the number of parts of partSize the objects are cut into.
 func partCount(objs map[string][]byte, partSize int64) int64 {
 	var n int64

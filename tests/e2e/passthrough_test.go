@@ -57,10 +57,10 @@ func TestPassthrough(t *testing.T) {
 	// read reaches segfs.
 	checkObjects(t, m.Dir, objs)
 	after := harness.MustStats(t, m)
-	if d := delta(filled, after, "passthrough_opens"); d != n {
+	if d := harness.Delta(filled, after, "passthrough_opens"); d != n {
 		t.Errorf("%d passthrough opens, want %d", d, n)
 	}
-	if d := delta(filled, after, "reads"); d != 0 {
+	if d := harness.Delta(filled, after, "reads"); d != 0 {
 		t.Errorf("%d reads reached segfs from passthrough opens", d)
 	}
 	if err := m.Unmount(); err != nil {
@@ -147,10 +147,10 @@ func TestPassthroughModeHeldWhileOpen(t *testing.T) {
 	readSequentially(t, a, want)
 	readSequentially(t, b, want)
 	after := harness.MustStats(t, m)
-	if d := delta(before, after, "passthrough_opens"); d != 1 {
+	if d := harness.Delta(before, after, "passthrough_opens"); d != 1 {
 		t.Errorf("%d whole-object files opened, want 1 (the second handle shares it)", d)
 	}
-	if d := delta(before, after, "reads"); d != 0 {
+	if d := harness.Delta(before, after, "reads"); d != 0 {
 		t.Errorf("%d reads reached segfs from passthrough handles", d)
 	}
 }

@@ -233,13 +233,13 @@ func TestPrefetchSingleFlight(t *testing.T) {
 			wg.Wait()
 			after := harness.WaitIdle(t, m)
 			t.Logf("100 readers: %d FUSE reads, %d joins, %d range reads, %d GETs",
-				delta(before, after, "reads"), delta(before, after, "joins"), delta(before, after, "range_reads"), delta(before, after, "gets"))
+				harness.Delta(before, after, "reads"), harness.Delta(before, after, "joins"), harness.Delta(before, after, "range_reads"), harness.Delta(before, after, "gets"))
 			// Every reader of the part waits on one part GET. Buffered,
 			// the kernel may first send a small readahead request at a
 			// non-zero offset on a fresh descriptor, which segfs treats
 			// as a cold random read and serves by a GET of just that
 			// range (its fast path); at most one such range GET.
-			parts, ranges := delta(before, after, "parts_fetched"), delta(before, after, "range_reads")
+			parts, ranges := harness.Delta(before, after, "parts_fetched"), harness.Delta(before, after, "range_reads")
 			wantRanges := int64(0)
 			if tc.flag == 0 {
 				wantRanges = ranges
@@ -247,7 +247,7 @@ func TestPrefetchSingleFlight(t *testing.T) {
 					t.Errorf("%d range GETs; want at most 1", ranges)
 				}
 			}
-			if n := delta(before, after, "gets"); parts != 1 || ranges != wantRanges || n != 1+ranges {
+			if n := harness.Delta(before, after, "gets"); parts != 1 || ranges != wantRanges || n != 1+ranges {
 				t.Errorf("%d GETs (%d parts, %d ranges) for one part read by 100 readers at once; want 1 part GET (+%d range)", n, parts, ranges, wantRanges)
 			}
 		})
@@ -284,7 +284,7 @@ func TestSplitFetchOfOneColdPart(t *testing.T) {
 	}
 	wg.Wait()
 	after := harness.WaitIdle(t, m)
-	d := func(k string) int64 { return delta(before, after, k) }
+	d := func(k string) int64 { return harness.Delta(before, after, k) }
 	t.Logf("100 readers: %d parts fetched, %d split into %d GETs; %d GETs of %d bytes; %d range reads",
 		d("parts_fetched"), d("parts_split"), d("split_gets"), d("gets"), d("get_bytes"), d("range_reads"))
 	if d("parts_fetched") != 1 || d("parts_split") != 1 || d("split_gets") != 8 || d("gets") != 8 || d("range_reads") != 0 {
@@ -327,7 +327,7 @@ func TestPrefetchKilledReader(t *testing.T) {
 	})
 	t.Cleanup(func() { killA() })
 	fetched := func(s map[string]int64) bool {
-		return delta(before, s, "parts_fetched")+delta(before, s, "fetch_errors") > 0
+		return harness.Delta(before, s, "parts_fetched")+harness.Delta(before, s, "fetch_errors") > 0
 	}
 	harness.WaitStats(t, m, "A's fetch to run", func(s map[string]int64) bool {
 		return s["running_demand"] > 0 || fetched(s)
@@ -341,7 +341,7 @@ func TestPrefetchKilledReader(t *testing.T) {
 	bDone := make(chan error, 1)
 	go func() { bDone <- comparePread(f, data, size/2, 1<<20) }()
 	s := harness.WaitStats(t, m, "B to join A's fetch", func(s map[string]int64) bool {
-		return delta(before, s, "joins") > 0 || fetched(s)
+		return harness.Delta(before, s, "joins") > 0 || fetched(s)
 	})
 	if fetched(s) {
 		t.Logf("the part was fetched before A was killed: A's death was not tested this time")
@@ -361,11 +361,11 @@ func TestPrefetchKilledReader(t *testing.T) {
 	}
 	after := harness.WaitIdle(t, m)
 	t.Logf("%d GETs, %d joins, %d fetch errors, %d range reads",
-		delta(before, after, "gets"), delta(before, after, "joins"), delta(before, after, "fetch_errors"), delta(before, after, "range_reads"))
-	if n := delta(before, after, "gets"); n != 1 {
+		harness.Delta(before, after, "gets"), harness.Delta(before, after, "joins"), harness.Delta(before, after, "fetch_errors"), harness.Delta(before, after, "range_reads"))
+	if n := harness.Delta(before, after, "gets"); n != 1 {
 		t.Errorf("%d GETs; want 1, the fetch A started serving B too", n)
 	}
-	if n := delta(before, after, "fetch_errors"); n != 0 {
+	if n := harness.Delta(before, after, "fetch_errors"); n != 0 {
 		t.Errorf("%d fetches failed; killing a reader must not fail the fetch", n)
 	}
 }
@@ -384,8 +384,8 @@ func TestPrefetchAll(t *testing.T) {
 	checkObjects(t, m.Dir, shared.local)
 	after := harness.WaitIdle(t, m)
 	t.Logf("prefetched %d parts in the background (%d GETs); reading every file then made %d GETs, %d disk hits",
-		before["started_background"], before["gets"], delta(before, after, "gets"), delta(before, after, "disk_hits"))
-	if n := delta(before, after, "gets"); n != 0 {
+		before["started_background"], before["gets"], harness.Delta(before, after, "gets"), harness.Delta(before, after, "disk_hits"))
+	if n := harness.Delta(before, after, "gets"); n != 0 {
 		t.Errorf("reading the prefetched files made %d GETs; want 0", n)
 	}
 }
@@ -440,7 +440,7 @@ func TestSequentialReaderPausesFill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	paused := delta(before, harness.MustStats(t, m), "fill_paused")
+	paused := harness.Delta(before, harness.MustStats(t, m), "fill_paused")
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -449,16 +449,16 @@ func TestSequentialReaderPausesFill(t *testing.T) {
 	}
 	after := waitCached(t, m, partCount(objs, partSize))
 	t.Logf("%d background fetches taken back while streaming; %d GETs, %d parts fetched, %d range reads, %d held hits",
-		paused, delta(before, after, "gets"), delta(before, after, "parts_fetched"),
-		delta(before, after, "range_reads"), delta(before, after, "held_hits"))
+		paused, harness.Delta(before, after, "gets"), harness.Delta(before, after, "parts_fetched"),
+		harness.Delta(before, after, "range_reads"), harness.Delta(before, after, "held_hits"))
 	parts := partCount(objs, partSize)
-	if n := delta(before, after, "parts_fetched"); n != parts {
+	if n := harness.Delta(before, after, "parts_fetched"); n != parts {
 		t.Errorf("%d parts fetched for a %d-part file; want each once", n, parts)
 	}
 	if err := readWhole(path, data); err != nil {
 		t.Fatal(err)
 	}
-	if n := delta(after, harness.WaitIdle(t, m), "gets"); n != 0 {
+	if n := harness.Delta(after, harness.WaitIdle(t, m), "gets"); n != 0 {
 		t.Errorf("%d GETs to read the file again after its fill; want 0", n)
 	}
 }
@@ -488,7 +488,7 @@ func TestPrefetchOpenFetchesTheSmallFilesAfter(t *testing.T) {
 	defer f.Close()
 	after := harness.WaitIdle(t, m)
 	// The opened file's own part and the two small files after it.
-	if n := delta(before, after, "parts_fetched"); n != 3 {
+	if n := harness.Delta(before, after, "parts_fetched"); n != 3 {
 		t.Errorf("%d parts fetched after the open, want 3: _0.fdx, _0.fnm, _0.tip", n)
 	}
 	cost := func(name string) int64 {
@@ -497,7 +497,7 @@ func TestPrefetchOpenFetchesTheSmallFilesAfter(t *testing.T) {
 		if err := readWhole(filepath.Join(m.Dir, filepath.FromSlash(name)), objs[name]); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		return delta(s0, harness.WaitIdle(t, m), "gets")
+		return harness.Delta(s0, harness.WaitIdle(t, m), "gets")
 	}
 	for _, name := range []string{"d/_0.fnm", "d/_0.tip"} {
 		if n := cost(name); n != 0 {

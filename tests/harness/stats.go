@@ -71,3 +71,7 @@ func DropPageCache(tb testing.TB) {
 		tb.Logf("drop_caches: %v (continuing)", err)
 	}
 }
+
+// Delta returns how much counter k of a mount's /stats grew from before
+// to after.
+func Delta(before, after map[string]int64, k string) int64 { return after[k] - before[k] }

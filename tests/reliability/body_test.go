@@ -84,7 +84,7 @@ func runBodyFaults(t *testing.T, seed uint64, rules []faults.Rule, args ...strin
 	r.proxy = r.e.proxy.Stats()
 	t.Logf("under faults: %v; %d GETs, faults %v; segfs: %d GETs, %d retries, %d ranged reads failed",
 		&r.faulted, r.proxy.Requests["get"], r.proxy.Faults,
-		delta(r.before, r.after, "gets"), delta(r.before, r.after, "retries"), delta(r.before, r.after, "read_errors"))
+		harness.Delta(r.before, r.after, "gets"), harness.Delta(r.before, r.after, "retries"), harness.Delta(r.before, r.after, "read_errors"))
 	if !r.faulted.only(syscall.EIO) {
 		t.Errorf("reads failed with other errnos than EIO: %v", &r.faulted)
 	}
@@ -100,7 +100,7 @@ func runBodyFaults(t *testing.T, seed uint64, rules []faults.Rule, args ...strin
 			t.Errorf("rule %s never fired: the case was not tested", name)
 		}
 	}
-	if delta(r.before, r.after, "retries") == 0 {
+	if harness.Delta(r.before, r.after, "retries") == 0 {
 		t.Errorf("segfs retried nothing under %d injected faults", r.proxy.TotalFaults())
 	}
 	checkCache(t, r.cacheDir, objs)

@@ -60,7 +60,7 @@ func changeMidBody(t *testing.T, e *env, key string, change func()) (*os.File, s
 		t.Errorf("the mid-body change was not injected: %v", e.proxy.Stats().Fired)
 	}
 	t.Logf("mid-body change: %s; segfs counted %d changed, %d GETs", errnoName(errno),
-		delta(before, after, "changed"), delta(before, after, "gets"))
+		harness.Delta(before, after, "changed"), harness.Delta(before, after, "gets"))
 
 	// Every other read gives the old bytes (part 3 is cached; parts of
 	// the old version fetched before the change) or ESTALE, never the

@@ -41,8 +41,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func delta(before, after map[string]int64, k string) int64 { return after[k] - before[k] }
-
 func tail(s string, max int) string {
 	if len(s) > max {
 		return "…" + s[len(s)-max:]

@@ -101,7 +101,7 @@ func TestPlan21InterruptedReader(t *testing.T) {
 		dds = append(dds, d)
 	}
 	harness.WaitStats(t, m, "the three dd reads to join the stalled fetch", func(s map[string]int64) bool {
-		return delta(before, s, "joins") >= int64(len(dds))
+		return harness.Delta(before, s, "joins") >= int64(len(dds))
 	})
 
 	// Interrupt the thread: repeat the signal until its read returns, in
@@ -158,10 +158,10 @@ wait:
 	after := harness.WaitIdle(t, m)
 	p := e.proxy.Stats()
 	t.Logf("%d GETs (%d distinct), %d joins, %d fetch errors, %d parts fetched",
-		p.Requests["get"], p.DistinctGets, delta(before, after, "joins"), delta(before, after, "fetch_errors"), delta(before, after, "parts_fetched"))
-	if p.Requests["get"] != 1 || delta(before, after, "fetch_errors") != 0 || delta(before, after, "parts_fetched") != 1 {
+		p.Requests["get"], p.DistinctGets, harness.Delta(before, after, "joins"), harness.Delta(before, after, "fetch_errors"), harness.Delta(before, after, "parts_fetched"))
+	if p.Requests["get"] != 1 || harness.Delta(before, after, "fetch_errors") != 0 || harness.Delta(before, after, "parts_fetched") != 1 {
 		t.Errorf("%d GETs, %d fetch errors, %d parts fetched; want the one fetch to serve everyone, uncancelled",
-			p.Requests["get"], delta(before, after, "fetch_errors"), delta(before, after, "parts_fetched"))
+			p.Requests["get"], harness.Delta(before, after, "fetch_errors"), harness.Delta(before, after, "parts_fetched"))
 	}
 	// The interrupted reader can read again, now from the cache.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)

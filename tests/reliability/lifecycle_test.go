@@ -57,9 +57,9 @@ func TestPlan22UnmountStalledReads(t *testing.T) {
 		}()
 	}
 	s := harness.WaitStats(t, m, fmt.Sprintf("%d reads in flight", readers), func(s map[string]int64) bool {
-		return delta(before, s, "reads") >= readers
+		return harness.Delta(before, s, "reads") >= readers
 	})
-	t.Logf("%d reads in flight; %d fetches running, %d stalled bodies", delta(before, s, "reads"),
+	t.Logf("%d reads in flight; %d fetches running, %d stalled bodies", harness.Delta(before, s, "reads"),
 		s["running_demand"]+s["running_readahead"]+s["running_background"], e.proxy.Stats().Faults["stall_body"])
 
 	start := time.Now()

@@ -136,8 +136,8 @@ func TestPlan19BoundedResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("segfs: %d GETs (%d parts, %d own-range reads), %d disk hits, %d evictions, %d fetch errors",
-		delta(opened, after, "gets"), delta(opened, after, "parts_fetched"), delta(opened, after, "range_reads"),
-		delta(opened, after, "disk_hits"), delta(opened, after, "cache_evictions"), delta(opened, after, "fetch_errors"))
+		harness.Delta(opened, after, "gets"), harness.Delta(opened, after, "parts_fetched"), harness.Delta(opened, after, "range_reads"),
+		harness.Delta(opened, after, "disk_hits"), harness.Delta(opened, after, "cache_evictions"), harness.Delta(opened, after, "fetch_errors"))
 	t.Logf("peak resident set %d bytes (VmHWM; bound %d)", st.VmHWM, memBound)
 	t.Logf("reading (%d samples): %d threads (bound %d), %d goroutines (bound %d), %d fetches running, %d bytes of held parts, %d in the memory tier",
 		reading.samples, reading.threads, bounds.threads, reading.goroutines, bounds.reading, reading.running, reading.held, reading.memory)
@@ -172,7 +172,7 @@ func TestPlan19BoundedResources(t *testing.T) {
 			t.Errorf("%s is %d once every file is closed and nothing is fetched, want 0", k, after[k])
 		}
 	}
-	if n := delta(opened, after, "fetch_errors"); n != 0 {
+	if n := harness.Delta(opened, after, "fetch_errors"); n != 0 {
 		t.Errorf("%d fetches failed; nothing was injected", n)
 	}
 	checkCache(t, cache, resContent(files))

@@ -64,12 +64,12 @@ func TestPlan01SlowDownBurst(t *testing.T) {
 		pa := e.proxy.Stats()
 		gets, distinct := pa.Requests["get"]-pb.Requests["get"], pa.DistinctGets-pb.DistinctGets
 		t.Logf("%d GETs for %d distinct requests, %d 503s; segfs counted %d GETs, %d retries", gets, distinct,
-			pa.Faults["slowdown_503"]-pb.Faults["slowdown_503"], delta(sb, sa, "gets"), delta(sb, sa, "retries"))
+			pa.Faults["slowdown_503"]-pb.Faults["slowdown_503"], harness.Delta(sb, sa, "gets"), harness.Delta(sb, sa, "retries"))
 		if distinct != 1 || gets != int64(k+1) {
 			t.Errorf("%d GETs of %d distinct requests; want exactly %d of 1", gets, distinct, k+1)
 		}
-		if delta(sb, sa, "gets") != gets || delta(sb, sa, "read_errors") != 0 {
-			t.Errorf("segfs counted %d GETs and %d read errors; want %d and 0", delta(sb, sa, "gets"), delta(sb, sa, "read_errors"), gets)
+		if harness.Delta(sb, sa, "gets") != gets || harness.Delta(sb, sa, "read_errors") != 0 {
+			t.Errorf("segfs counted %d GETs and %d read errors; want %d and 0", harness.Delta(sb, sa, "gets"), harness.Delta(sb, sa, "read_errors"), gets)
 		}
 	})
 
@@ -86,11 +86,11 @@ func TestPlan01SlowDownBurst(t *testing.T) {
 		pa := e.proxy.Stats()
 		gets, distinct := pa.Requests["get"]-pb.Requests["get"], pa.DistinctGets-pb.DistinctGets
 		t.Logf("%d GETs for %d distinct requests; segfs: %d GETs, %d retries, %d read errors",
-			gets, distinct, delta(sb, sa, "gets"), delta(sb, sa, "retries"), delta(sb, sa, "read_errors"))
+			gets, distinct, harness.Delta(sb, sa, "gets"), harness.Delta(sb, sa, "retries"), harness.Delta(sb, sa, "read_errors"))
 		if distinct == 0 || gets != int64(k+1)*distinct {
 			t.Errorf("%d GETs for %d distinct requests; want %d each", gets, distinct, k+1)
 		}
-		if n := delta(sb, sa, "read_errors"); n != 0 {
+		if n := harness.Delta(sb, sa, "read_errors"); n != 0 {
 			t.Errorf("%d ranged reads failed; a burst shorter than the SDK's attempts must be absorbed", n)
 		}
 	})
@@ -228,17 +228,17 @@ func TestPlan03RetryStorm(t *testing.T) {
 	p := e.proxy.Stats()
 	faultsN := p.Faults["internal_500"]
 	t.Logf("%d readers: %v; %d GETs, %d 500s injected; segfs: %d retries, %d read errors", readers, &results,
-		p.Requests["get"], faultsN, delta(before, after, "retries"), delta(before, after, "read_errors"))
+		p.Requests["get"], faultsN, harness.Delta(before, after, "retries"), harness.Delta(before, after, "read_errors"))
 	if results.failures() != 0 {
 		t.Errorf("reads failed (%v); every request could succeed within the SDK's attempts", &results)
 	}
 	if faultsN == 0 {
 		t.Fatalf("no fault injected: the test tested nothing")
 	}
-	if r := delta(before, after, "retries"); r != faultsN {
+	if r := harness.Delta(before, after, "retries"); r != faultsN {
 		t.Errorf("segfs retried %d times for %d injected 500s; want one retry per fault", r, faultsN)
 	}
-	if n := delta(before, after, "read_errors"); n != 0 {
+	if n := harness.Delta(before, after, "read_errors"); n != 0 {
 		t.Errorf("%d ranged reads failed inside segfs", n)
 	}
 }

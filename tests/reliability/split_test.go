@@ -37,14 +37,14 @@ func TestSplitPartUnder503s(t *testing.T) {
 	pa := e.proxy.Stats()
 	gets, distinct := pa.Requests["get"]-pb.Requests["get"], pa.DistinctGets-pb.DistinctGets
 	t.Logf("%d GETs for %d distinct requests; segfs: %d parts split into %d GETs, %d retries, %d fetch errors",
-		gets, distinct, delta(sb, sa, "parts_split"), delta(sb, sa, "split_gets"), delta(sb, sa, "retries"), delta(sb, sa, "fetch_errors"))
-	if delta(sb, sa, "parts_split") != 1 || delta(sb, sa, "split_gets") != 4 {
-		t.Errorf("%d parts split into %d GETs; want 1 into 4", delta(sb, sa, "parts_split"), delta(sb, sa, "split_gets"))
+		gets, distinct, harness.Delta(sb, sa, "parts_split"), harness.Delta(sb, sa, "split_gets"), harness.Delta(sb, sa, "retries"), harness.Delta(sb, sa, "fetch_errors"))
+	if harness.Delta(sb, sa, "parts_split") != 1 || harness.Delta(sb, sa, "split_gets") != 4 {
+		t.Errorf("%d parts split into %d GETs; want 1 into 4", harness.Delta(sb, sa, "parts_split"), harness.Delta(sb, sa, "split_gets"))
 	}
 	if distinct != 4 || gets != 8 {
 		t.Errorf("%d GETs of %d distinct requests; want each of the 4 ranges sent twice", gets, distinct)
 	}
-	if n := delta(sb, sa, "fetch_errors"); n != 0 {
+	if n := harness.Delta(sb, sa, "fetch_errors"); n != 0 {
 		t.Errorf("%d part fetches failed; a 503 per range must be retried", n)
 	}
 	if rep := checkCache(t, mustCacheDir(m), objs); rep.parts != 1 {
