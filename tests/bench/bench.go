@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/shaper"
 	"github.com/segfs/segfs/tests/shard"
 )
 
@@ -217,7 +218,7 @@ func (b *bench) setup(ctx context.Context) (func() error, error) {
 
 	b.endpoint = srv.Endpoint()
 	if !b.cfg.profile.Direct {
-		sh, err := startShaper(srv.Endpoint(), b.cfg.profile, shaperOptions{Buffered: b.cfg.shaperBuffered})
+		sh, err := shaper.Start(srv.Endpoint(), b.cfg.profile, shaper.Options{Buffered: b.cfg.shaperBuffered})
 		if err != nil {
 			return cleanup, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/shaper"
 	"github.com/segfs/segfs/tests/shard"
 )
 
@@ -93,7 +94,7 @@ func (b *bench) compression(ctx context.Context) ([]Record, error) {
 	}
 	endpoint := b.srv.Endpoint()
 	if !b.cfg.profile.Direct {
-		sh, err := startShaper(b.srv.Endpoint(), b.cfg.profile, shaperOptions{Upload: true, Buffered: b.cfg.shaperBuffered})
+		sh, err := shaper.Start(b.srv.Endpoint(), b.cfg.profile, shaper.Options{Upload: true, Buffered: b.cfg.shaperBuffered})
 		if err != nil {
 			return fail(Record{System: sysHybrid, Case: casePush, What: "start the upload proxy"}, err)
 		}

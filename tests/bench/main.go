@@ -3,7 +3,7 @@
 //
 // A versitygw S3 server holds a seeded, Lucene-shaped shard (cached between
 // runs) and one big file. Unless --profile loopback is given, an in-process
-// shaping proxy (shaper.go) sits in front of it and adds latency and a
+// shaping proxy (tests/shaper) sits in front of it and adds latency and a
 // per-connection bandwidth cap; segfs and every baseline use that proxy's
 // endpoint, and the run starts by measuring that the shaping is what the
 // profile says. The cases (see the issue "make bench") then run against
@@ -32,12 +32,13 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/shaper"
 	"github.com/segfs/segfs/tests/shard"
 )
 
 // config is the command line.
 type config struct {
-	profile    Profile
+	profile    shaper.Profile
 	quick      bool
 	maxFetches int
 	out        string
@@ -123,7 +124,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.cases, err = parseCases(*cases); err != nil {
 		return cfg, err
 	}
-	if cfg.profile, err = ParseProfile(*profile); err != nil {
+	if cfg.profile, err = shaper.ParseProfile(*profile); err != nil {
 		return cfg, err
 	}
 	switch {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/segfs/segfs/tests/shaper"
 )
 
 // SanityResult is one check that the remote has the profile's shape.
@@ -41,7 +43,7 @@ func within(measured, expected, lo, hi float64) bool {
 // endpoint the cases use: the first-byte latency of tiny GETs, the rate of
 // one connection, and that the cap is per connection (four connections
 // move about four times as much). key must be at least 64 MiB long.
-func checkShaping(ctx context.Context, r *remote, p Profile, key string) ([]SanityResult, error) {
+func checkShaping(ctx context.Context, r *remote, p shaper.Profile, key string) ([]SanityResult, error) {
 	var out []SanityResult
 
 	var small []time.Duration

@@ -198,12 +198,9 @@ func checkMounts(dir string, res *results) {
 	}
 }
 
-// goroutines counts this process's goroutines, and among them those in
-// toxiproxy's code. Toxiproxy (v2.5.0) leaves the toxic stubs of a link
-// blocked for good when its client closes the connection mid-body, which
-// the fault proxy does whenever segfs abandons a stalled or faulty
-// answer; those are counted apart, as the shaping proxy's own leak.
-func goroutines() (all, toxi int) {
+// goroutines counts this process's goroutines, all of them: the shaping
+// proxy's own included, which must end when it is closed.
+func goroutines() int {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -213,38 +210,33 @@ func goroutines() (all, toxi int) {
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+	all := 0
 	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if len(bytes.TrimSpace(g)) == 0 {
-			continue
-		}
-		all++
-		if bytes.Contains(g, []byte("github.com/Shopify/toxiproxy")) {
-			toxi++
+		if len(bytes.TrimSpace(g)) != 0 {
+			all++
 		}
 	}
-	return all, toxi
+	return all
 }
 
-// checkGoroutines waits up to grace for this process's goroutines, those
-// of toxiproxy aside, to come back to baseline, and reports the extra ones
-// as a leak. It returns the count and the toxiproxy stubs left.
-func checkGoroutines(baseline int, grace time.Duration, res *results) (n, toxi int) {
+// checkGoroutines waits up to grace for this process's goroutines to come
+// back to baseline, and reports the extra ones as a leak.
+func checkGoroutines(baseline int, grace time.Duration, res *results) {
 	deadline := time.Now().Add(grace)
-	n, toxi = goroutines()
-	for n-toxi > baseline && time.Now().Before(deadline) {
+	n := goroutines()
+	for n > baseline && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		n, toxi = goroutines()
+		n = goroutines()
 	}
-	if n-toxi > baseline {
+	if n > baseline {
 		var buf bytes.Buffer
 		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
-		res.leak(fmt.Sprintf("%d goroutines of the soak process (and %d of toxiproxy) once everything was closed, %d before anything started:\n%s",
-			n-toxi, toxi, baseline, buf.String()))
+		res.leak(fmt.Sprintf("%d goroutines of the soak process once everything was closed, %d before anything started:\n%s",
+			n, baseline, buf.String()))
 	}
 	res.mu.Lock()
-	res.goroutinesEnd, res.goroutinesStart, res.toxiproxyLeft = n-toxi, baseline, toxi
+	res.goroutinesEnd, res.goroutinesStart = n, baseline
 	res.mu.Unlock()
-	return n, toxi
 }
 
 // readFailures returns the "read failed" lines of a segfs log, each cut

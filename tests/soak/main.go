@@ -2,10 +2,10 @@
 // a shaped remote that fails now and then, and checks every byte.
 //
 // A versitygw S3 server holds a seeded, generated shard (kept between runs
-// under <repo>/.cache/soak-shard) and one seekable zstd object; toxiproxy
-// in front of it adds latency and a per-connection bandwidth cap; the fault
-// proxy of tests/faults in front of that injects every kind of fault it
-// knows into a steady share of the requests. segfs mounts through both,
+// under <repo>/.cache/soak-shard) and one seekable zstd object; the shaping
+// proxy of tests/shaper in front of it adds latency and a per-connection
+// bandwidth cap; the fault proxy of tests/faults in front of that injects
+// every kind of fault it knows into a steady share of the requests. segfs mounts through both,
 // with a part cache smaller than the shard so that parts keep being
 // evicted and fetched again.
 //

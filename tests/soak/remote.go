@@ -5,19 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/Shopify/toxiproxy/v2"
-	"github.com/rs/zerolog"
-
 	"github.com/segfs/segfs/compress"
 	"github.com/segfs/segfs/tests/faults"
 	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/shaper"
 	"github.com/segfs/segfs/tests/shard"
 )
 
@@ -38,7 +35,7 @@ type file struct {
 // order from the server out, and what was uploaded.
 type remote struct {
 	srv    *harness.Server
-	shaper *toxiproxy.Proxy
+	shaper *shaper.Shaper
 	faults *faults.Proxy
 	files  []file
 	// objects maps each object key to a local file with its bytes as
@@ -111,13 +108,14 @@ func setupRemote(ctx context.Context, cfg config, bins harness.Binaries, work st
 		return nil, closeAll, err
 	}
 
-	rem.shaper, err = startShaper(rem.srv.Endpoint(), cfg.latency, cfg.rate)
+	shape := shapeProfile(cfg.latency, cfg.rate)
+	rem.shaper, err = shaper.Start(rem.srv.Endpoint(), shape, shaper.Options{})
 	if err != nil {
 		return nil, closeAll, err
 	}
-	closers = append(closers, func() error { rem.shaper.Stop(); return nil })
+	closers = append(closers, rem.shaper.Close)
 	rem.faults, err = faults.New(faults.Config{
-		Upstream:  "http://" + rem.shaper.Listen,
+		Upstream:  rem.shaper.Endpoint(),
 		Seed:      uint64(cfg.seed),
 		AccessKey: rem.srv.AccessKey(),
 		SecretKey: rem.srv.SecretKey(),
@@ -132,10 +130,10 @@ func setupRemote(ctx context.Context, cfg config, bins harness.Binaries, work st
 	}
 	shaping := "none"
 	if cfg.latency > 0 || cfg.rate > 0 {
-		shaping = fmt.Sprintf("%v first-byte latency, %.0f MB/s per connection", cfg.latency, float64(cfg.rate)/1e6)
+		shaping = fmt.Sprintf("%v ± %v first-byte latency, %.0f MB/s per connection", shape.Latency, shape.Jitter, float64(shape.Rate)/1e6)
 	}
-	fmt.Fprintf(out, "  remote   segfs -> fault proxy %s (seed %d, rate %.3f per kind) -> toxiproxy %s (%s) -> versitygw %s\n",
-		rem.faults.URL(), cfg.seed, cfg.faultRate, rem.shaper.Listen, shaping, rem.srv.Endpoint())
+	fmt.Fprintf(out, "  remote   segfs -> fault proxy %s (seed %d, rate %.3f per kind) -> shaper %s (%s) -> versitygw %s\n",
+		rem.faults.URL(), cfg.seed, cfg.faultRate, rem.shaper.Endpoint(), shaping, rem.srv.Endpoint())
 	return rem, closeAll, nil
 }
 
@@ -160,34 +158,17 @@ func pack(ctx context.Context, src, dst string) (int64, error) {
 	return csize, nil
 }
 
-// startShaper runs a toxiproxy proxy in this process in front of upstream
-// (http://127.0.0.1:PORT), with a latency toxic and, if rate > 0, a
-// bandwidth toxic (per connection) on the server-to-client direction.
-func startShaper(upstream string, latency time.Duration, rate int64) (*toxiproxy.Proxy, error) {
-	u, err := url.Parse(upstream)
-	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("shaper: upstream %q is not http://HOST:PORT", upstream)
+// shapeProfile is the soak's shape of the remote: a first-byte latency
+// varied by up to a quarter of it (whole milliseconds), and, if rate > 0, a
+// cap of rate bytes per second on each connection, both on the
+// server-to-client direction only.
+func shapeProfile(latency time.Duration, rate int64) shaper.Profile {
+	return shaper.Profile{
+		Name:    "soak",
+		Latency: latency,
+		Jitter:  (latency / 4).Truncate(time.Millisecond),
+		Rate:    rate,
 	}
-	zerolog.SetGlobalLevel(zerolog.Disabled)
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, "soak", "127.0.0.1:0", u.Host)
-	var toxics []string
-	if latency > 0 {
-		toxics = append(toxics, fmt.Sprintf(`{"name":"latency","type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":%d,"jitter":%d}}`,
-			latency.Milliseconds(), latency.Milliseconds()/4))
-	}
-	if rate > 0 {
-		toxics = append(toxics, fmt.Sprintf(`{"name":"bandwidth","type":"bandwidth","stream":"downstream","toxicity":1,"attributes":{"rate":%d}}`, rate/1000))
-	}
-	for _, t := range toxics {
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(t)); err != nil {
-			return nil, fmt.Errorf("shaper: add toxic: %w", err)
-		}
-	}
-	if err := p.Start(); err != nil {
-		return nil, fmt.Errorf("shaper: start: %w", err)
-	}
-	return p, nil
 }
 
 // faultRules are the soak's steady faults: each main kind at rate per

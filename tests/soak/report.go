@@ -47,10 +47,10 @@ type results struct {
 	cacheParts     int
 	cacheWhole     int // whole-object files checked
 	// Goroutines of this process before anything started and once all
-	// was closed (toxiproxy's own aside), and toxiproxy's left.
-	goroutinesStart, goroutinesEnd, toxiproxyLeft int
-	cacheBad                                      []string
-	duration                                      time.Duration
+	// was closed.
+	goroutinesStart, goroutinesEnd int
+	cacheBad                       []string
+	duration                       time.Duration
 }
 
 // peaks are the largest figures sampled from any segfs process.
@@ -255,8 +255,8 @@ func (r *results) print(w io.Writer) {
 	for _, s := range r.unmounts {
 		fmt.Fprintf(w, "                   %s\n", firstLine(s))
 	}
-	fmt.Fprintf(w, "  goroutines       %d in this process before anything started, %d once all was closed (and %d toxiproxy stubs it leaves)\n",
-		r.goroutinesStart, r.goroutinesEnd, r.toxiproxyLeft)
+	fmt.Fprintf(w, "  goroutines       %d in this process before anything started, %d once all was closed\n",
+		r.goroutinesStart, r.goroutinesEnd)
 	if len(r.leaks) == 0 {
 		fmt.Fprintf(w, "  leaks            none (goroutines of this process, mounts, temporary files in the cache)\n")
 	} else {

@@ -50,8 +50,7 @@ func run(ctx context.Context, cfg config, w io.Writer) (res *results, err error)
 
 	// This process's goroutines before anything started: once everything
 	// is closed again, the final check wants them back to this.
-	all, toxi := goroutines()
-	baseline := all - toxi
+	baseline := goroutines()
 	rem, closeRemote, err := setupRemote(ctx, cfg, bins, work, w)
 	closed := false
 	defer func() {

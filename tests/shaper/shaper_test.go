@@ -1,4 +1,4 @@
-package main
+package shaper
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ func testShaperDelaysAndCaps(t *testing.T, buffered bool) {
 	before := runtime.NumGoroutine()
 
 	p := Profile{Latency: 40 * time.Millisecond, Jitter: 10 * time.Millisecond, Rate: 16_000_000}
-	sh, err := startShaper(srv.URL, p, shaperOptions{Upload: true, Buffered: buffered})
+	sh, err := Start(srv.URL, p, Options{Upload: true, Buffered: buffered})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestShaperWithoutShapeIsAPlainProxy(t *testing.T) {
 	body := make([]byte, 1<<20)
 	rand.NewChaCha8([32]byte{2}).Read(body)
 	srv := shaperServer(t, body)
-	sh, err := startShaper(srv.URL, Profile{}, shaperOptions{})
+	sh, err := Start(srv.URL, Profile{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestShaperWithoutShapeIsAPlainProxy(t *testing.T) {
 }
 
 // getThrough GETs the server's object through sh and checks its bytes.
-func getThrough(t *testing.T, client *http.Client, sh *shaper, body []byte) {
+func getThrough(t *testing.T, client *http.Client, sh *Shaper, body []byte) {
 	t.Helper()
 	resp, err := client.Get(sh.Endpoint() + "/obj")
 	if err != nil {
@@ -170,9 +170,9 @@ func getThrough(t *testing.T, client *http.Client, sh *shaper, body []byte) {
 
 func TestShaperRejectsUpstream(t *testing.T) {
 	for _, u := range []string{"https://127.0.0.1:9000", "http://example.com:80", "::"} {
-		if sh, err := startShaper(u, Profile{}, shaperOptions{}); err == nil {
+		if sh, err := Start(u, Profile{}, Options{}); err == nil {
 			sh.Close()
-			t.Errorf("startShaper(%q): no error", u)
+			t.Errorf("Start(%q): no error", u)
 		}
 	}
 }
@@ -316,7 +316,7 @@ func TestShaperFallsBackToBuffers(t *testing.T) {
 	rand.NewChaCha8([32]byte{3}).Read(body)
 	srv := shaperServer(t, body)
 	// Larger than any pipe: F_SETPIPE_SZ fails.
-	sh, err := startShaper(srv.URL, Profile{Latency: time.Millisecond, Rate: 64_000_000}, shaperOptions{pipeSize: 1<<31 + 4096})
+	sh, err := Start(srv.URL, Profile{Latency: time.Millisecond, Rate: 64_000_000}, Options{pipeSize: 1<<31 + 4096})
 	if err != nil {
 		t.Fatal(err)
 	}

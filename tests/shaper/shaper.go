@@ -1,4 +1,4 @@
-package main
+package shaper
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// shaper is a TCP proxy, run in this process, in front of the S3 server.
+// Shaper is a TCP proxy, run in this process, in front of the S3 server.
 // On the server-to-client direction it delays every byte by the profile's
 // latency (± jitter) and caps each connection at the profile's rate; with
 // upload, the client-to-server direction is capped at the rate too. The
@@ -28,8 +28,8 @@ import (
 // without a copy through this process; where pipes cannot be made, in
 // pooled buffers. A direction with neither delay nor cap is a plain
 // io.Copy, which Linux runs as splice between the two sockets.
-type shaper struct {
-	// Immutable after startShaper.
+type Shaper struct {
+	// Immutable after Start.
 	ln       net.Listener
 	upstream string // 127.0.0.1:PORT
 	profile  Profile
@@ -69,8 +69,8 @@ const (
 
 var shapeBufs = sync.Pool{New: func() any { b := make([]byte, shapeChunk); return &b }}
 
-// shaperOptions are startShaper's choices beside the profile.
-type shaperOptions struct {
+// Options are Start's choices beside the profile.
+type Options struct {
 	// Upload caps the client-to-server direction at the profile's rate too.
 	Upload bool
 	// Buffered holds the bytes in this process's buffers even where
@@ -80,9 +80,9 @@ type shaperOptions struct {
 	pipeSize int
 }
 
-// startShaper listens on a free loopback port and forwards to upstream
+// Start listens on a free loopback port and forwards to upstream
 // (http://127.0.0.1:PORT) with the profile's shape. Stop it with Close.
-func startShaper(upstream string, p Profile, o shaperOptions) (*shaper, error) {
+func Start(upstream string, p Profile, o Options) (*Shaper, error) {
 	u, err := url.Parse(upstream)
 	if err != nil || u.Scheme != "http" || !strings.HasPrefix(u.Host, "127.0.0.1:") {
 		return nil, fmt.Errorf("shaper: upstream %q is not http://127.0.0.1:PORT", upstream)
@@ -91,7 +91,7 @@ func startShaper(upstream string, p Profile, o shaperOptions) (*shaper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shaper: listen: %w", err)
 	}
-	s := &shaper{
+	s := &Shaper{
 		ln:       ln,
 		upstream: u.Host,
 		profile:  p,
@@ -118,14 +118,14 @@ func startShaper(upstream string, p Profile, o shaperOptions) (*shaper, error) {
 }
 
 // Endpoint is the proxy's base URL.
-func (s *shaper) Endpoint() string { return s.endpoint }
+func (s *Shaper) Endpoint() string { return s.endpoint }
 
 // Copying says how the proxy holds the bytes it delays.
-func (s *shaper) Copying() string { return s.copying }
+func (s *Shaper) Copying() string { return s.copying }
 
 // Close stops accepting, closes every proxied connection and waits for
 // all of the proxy's goroutines to end. It is safe to call more than once.
-func (s *shaper) Close() error {
+func (s *Shaper) Close() error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
@@ -140,7 +140,7 @@ func (s *shaper) Close() error {
 }
 
 // track adds c to the connections Close closes; false once closed.
-func (s *shaper) track(c net.Conn) bool {
+func (s *Shaper) track(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -150,13 +150,13 @@ func (s *shaper) track(c net.Conn) bool {
 	return true
 }
 
-func (s *shaper) untrack(c net.Conn) {
+func (s *Shaper) untrack(c net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
 }
 
-func (s *shaper) accept() {
+func (s *Shaper) accept() {
 	defer s.wg.Done()
 	for {
 		client, err := s.ln.Accept()
@@ -170,7 +170,7 @@ func (s *shaper) accept() {
 
 // serve proxies one client connection until both directions end; an error
 // on either closes both sockets, as a broken network path would.
-func (s *shaper) serve(client net.Conn) {
+func (s *Shaper) serve(client net.Conn) {
 	defer s.wg.Done()
 	server, err := net.Dial("tcp", s.upstream)
 	if err != nil {
@@ -218,7 +218,7 @@ func (s *shaper) serve(client net.Conn) {
 // pipes of that size and never enter this process (splice(2) from socket
 // to pipe to socket); otherwise, or if the pipes cannot be made, in pooled
 // buffers. It returns nil when src ended cleanly.
-func (s *shaper) shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64) error {
+func (s *Shaper) shapeCopy(dst, src *net.TCPConn, latency, jitter time.Duration, rate int64) error {
 	if latency == 0 && rate == 0 {
 		_, err := io.Copy(dst, src)
 		if err != nil {
