@@ -44,11 +44,15 @@ type summingCache interface {
 	PutSummed(ctx context.Context, k cache.Key, data []byte, sums *cache.Sums) error
 }
 
+// PrefetchMode says what a Reader fetches in the background
+// (--prefetch).
+type PrefetchMode string
+
 // Prefetch modes.
 const (
-	PrefetchNone = "none" // fetch only what reads and readahead need
-	PrefetchOpen = "open" // also fetch the rest of each opened file
-	PrefetchAll  = "all"  // also fetch every file after the mount starts
+	PrefetchNone PrefetchMode = "none" // fetch only what reads and readahead need
+	PrefetchOpen PrefetchMode = "open" // also fetch the rest of each opened file
+	PrefetchAll  PrefetchMode = "all"  // also fetch every file after the mount starts
 )
 
 // ReaderConfig configures a Reader. Zero fields take the defaults.
@@ -71,7 +75,7 @@ type ReaderConfig struct {
 	MaxReadahead int
 	// Prefetch is PrefetchNone, PrefetchOpen or PrefetchAll. Default
 	// PrefetchOpen.
-	Prefetch string
+	Prefetch PrefetchMode
 	// Writers is the number of goroutines storing fetched parts in the
 	// disk cache. A fetch hands its part to a free writer, waiting for one
 	// if all are busy, so at most Writers parts wait for the disk beside
@@ -231,7 +235,7 @@ func (r *Reader) Closed(obj fetcher.Object) { r.cache.Unpin(obj.Key, obj.ETag) }
 func (r *Reader) DropAfterRead() bool { return r.cfg.DropAfterRead }
 
 // Prefetch returns the prefetch mode in use.
-func (r *Reader) Prefetch() string { return r.cfg.Prefetch }
+func (r *Reader) Prefetch() PrefetchMode { return r.cfg.Prefetch }
 
 func (r *Reader) cacheKey(k partKey) cache.Key {
 	return cache.Key{Source: r.cfg.Source, Object: k.key, ETag: k.etag, PartSize: r.cfg.PartSize, Index: k.idx}

@@ -204,8 +204,8 @@ func newTestReader(t *testing.T, store fetcher.Store, pc PartCache, workers int,
 
 func TestReadAtByteExact(t *testing.T) {
 	const ps = 1000
-	for _, mode := range []string{PrefetchNone, PrefetchOpen} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []PrefetchMode{PrefetchNone, PrefetchOpen} {
+		t.Run(string(mode), func(t *testing.T) {
 			store := newMemStore()
 			data := randomBytes(1, 10*ps+123)
 			obj := store.put("f", data)

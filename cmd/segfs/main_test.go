@@ -73,7 +73,7 @@ func TestMountFlagBounds(t *testing.T) {
 		max, background int
 		ok              bool
 		reserved        int
-		prefetch        string
+		prefetch        segfs.PrefetchMode
 	}{
 		{16, 0, true, 0, segfs.PrefetchOpen}, // the scheduler's default
 		{16, 12, true, 4, segfs.PrefetchOpen},
@@ -88,7 +88,7 @@ func TestMountFlagBounds(t *testing.T) {
 	}
 	for _, c := range cases {
 		m := base
-		m.MaxFetches, m.BackgroundFetches, m.Prefetch = c.max, c.background, c.prefetch
+		m.MaxFetches, m.BackgroundFetches, m.Prefetch = c.max, c.background, string(c.prefetch)
 		err := m.validate()
 		if (err == nil) != c.ok {
 			t.Errorf("--max-fetches %d --background-fetches %d: err %v, want ok %v", c.max, c.background, err, c.ok)

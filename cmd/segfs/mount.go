@@ -60,7 +60,7 @@ func (c *mountCmd) reserved() int {
 	switch {
 	case c.BackgroundFetches != 0:
 		return c.MaxFetches - c.BackgroundFetches
-	case c.Prefetch == segfs.PrefetchAll && c.MaxFetches > 1:
+	case segfs.PrefetchMode(c.Prefetch) == segfs.PrefetchAll && c.MaxFetches > 1:
 		return 1
 	}
 	return 0
@@ -149,7 +149,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		Source:        fetcher.CacheSource(store),
 		PartSize:      int64(c.PartSize),
 		MemoryLimit:   int64(c.MemoryCache),
-		Prefetch:      c.Prefetch,
+		Prefetch:      segfs.PrefetchMode(c.Prefetch),
 		Passthrough:   c.Passthrough,
 		DropAfterRead: c.DropAfterRead,
 		SplitSize:     int64(c.SplitSize),
@@ -198,7 +198,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	log.Info("mounted", "source", store.String(), "mountpoint", c.Mountpoint,
 		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches, "passthrough", reader.Passthrough())
-	if c.Prefetch == segfs.PrefetchAll {
+	if segfs.PrefetchMode(c.Prefetch) == segfs.PrefetchAll {
 		// Queuing is quick: the fetches run on the pool.
 		if err := reader.PrefetchAll(ctx, root.Objects()); err != nil {
 			log.Warn("prefetch stopped", "err", err)
