@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/segfs/segfs/tests/harness"
 )
 
 // object is one file of a workload: where it is in the bucket, in the
@@ -37,20 +36,7 @@ type remote struct {
 // newRemote returns a client with room for conns idle connections, so that
 // the limit baseline reuses its connections as segfs does.
 func newRemote(endpoint, accessKey, secretKey, bucket string, conns int) *remote {
-	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-		tr.Proxy = nil
-		tr.MaxIdleConns = conns + 4
-		tr.MaxIdleConnsPerHost = conns + 4
-	})
-	client := s3.New(s3.Options{
-		Region:                     "us-east-1",
-		Credentials:                credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
-		BaseEndpoint:               aws.String(endpoint),
-		UsePathStyle:               true,
-		HTTPClient:                 httpClient,
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
+	client := harness.NewClient(endpoint, accessKey, secretKey, conns+4)
 	return &remote{client: client, bucket: bucket}
 }
 

@@ -116,7 +116,7 @@ func startServerOnce(ctx context.Context, bin, dir string, opts Options) (*Serve
 	if s.secretKey == "" {
 		s.secretKey = randomString(40, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 	}
-	s.client = newClient(s.endpoint, s.accessKey, s.secretKey)
+	s.client = NewClient(s.endpoint, s.accessKey, s.secretKey, 64)
 	args := []string{
 		"--access", s.accessKey,
 		"--secret", s.secretKey,
@@ -162,12 +162,16 @@ func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// newClient returns an S3 client for a loopback endpoint that reads no
-// configuration from the environment or from files. It never uses a proxy.
-func newClient(endpoint, accessKey, secretKey string) *s3.Client {
+// NewClient returns an S3 client for a loopback endpoint (the server, or
+// a proxy in front of it) that reads no configuration from the
+// environment or from files and never uses an HTTP proxy. It keeps up to
+// idle connections open for reuse, so that a caller running that many
+// GETs at once reuses its connections as segfs does.
+func NewClient(endpoint, accessKey, secretKey string, idle int) *s3.Client {
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.Proxy = nil
-		tr.MaxIdleConnsPerHost = 64
+		tr.MaxIdleConns = idle
+		tr.MaxIdleConnsPerHost = idle
 	})
 	return s3.New(s3.Options{
 		Region:                     Region,
