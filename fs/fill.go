@@ -130,7 +130,7 @@ func (r *Reader) pump(f *fill) {
 			f.next++
 			scanned++
 			r.mu.Unlock()
-			r.startPartFor(f, obj, idx)
+			r.startCall(f.group, obj, idx, prefetch.Background, f) // unless cached, held or in flight
 			r.mu.Lock()
 		}
 		if !f.again {
@@ -155,12 +155,6 @@ func (r *Reader) yieldToStreamLocked(st *stream, f *fill) {
 		r.stats.fillPaused.Add(parts - f.next)
 	}
 	r.leaveLocked(f)
-}
-
-// startPartFor starts part idx of obj for f at background priority,
-// unless it is cached, held or in flight already.
-func (r *Reader) startPartFor(f *fill, obj fetcher.Object, idx int64) {
-	r.startCall(f.group, obj, idx, prefetch.Background, f)
 }
 
 // callEnded is told that call, queued by its fill, is out of the

@@ -72,30 +72,17 @@ func (s *soak) checkCache() {
 			return nil
 		case strings.HasSuffix(p, ".obj"):
 			msg, sealed := s.checkWhole(p)
-			switch {
-			case !sealed:
+			if !sealed {
 				s.res.leak("whole-object file without its seal left in the cache: " + rel)
-			case msg != "":
-				s.res.mu.Lock()
-				s.res.cacheBad = append(s.res.cacheBad, rel+": "+msg)
-				s.res.mu.Unlock()
+				msg = ""
 			}
-			s.res.mu.Lock()
-			s.res.cacheWhole++
-			s.res.mu.Unlock()
+			s.res.cacheChecked(rel, msg, &s.res.cacheWhole)
 			return nil
 		case !strings.HasSuffix(p, ".part"):
 			s.res.leak("unexpected file in the cache: " + rel)
 			return nil
 		}
-		if msg := s.checkPart(p); msg != "" {
-			s.res.mu.Lock()
-			s.res.cacheBad = append(s.res.cacheBad, rel+": "+msg)
-			s.res.mu.Unlock()
-		}
-		s.res.mu.Lock()
-		s.res.cacheParts++
-		s.res.mu.Unlock()
+		s.res.cacheChecked(rel, s.checkPart(p), &s.res.cacheParts)
 		return nil
 	})
 	if err != nil {

@@ -181,6 +181,17 @@ func (r *results) leak(s string) {
 	r.leaks = append(r.leaks, s)
 }
 
+// cacheChecked records one cache file compared with its object: counted
+// in *n, and its complaint, if msg is not empty, among the bad ones.
+func (r *results) cacheChecked(rel, msg string, n *int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*n++
+	if msg != "" {
+		r.cacheBad = append(r.cacheBad, rel+": "+msg)
+	}
+}
+
 // passed reports whether the run found nothing wrong.
 func (r *results) passed() bool {
 	r.mu.Lock()
