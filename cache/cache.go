@@ -140,34 +140,34 @@ type counters struct {
 
 // Stats is a snapshot of a Cache's counters and gauges.
 type Stats struct {
-	Hits            int64 // ReadAt calls served from disk
-	Misses          int64 // ReadAt calls not served (absent or bad part)
-	ReadBytes       int64 // bytes returned by ReadAt
-	Puts            int64 // parts written
-	PutBytes        int64 // bytes of part files written, headers included
-	PutErrors       int64 // Puts that failed for another reason than space
-	Evictions       int64 // parts removed to keep the bounds
-	EvictedBytes    int64 // bytes of those parts
-	CorruptRemoved  int64 // bad parts found by ReadAt and removed
-	BadFilesRemoved int64 // entries named as parts that could not be used as files (a symlink, a directory, a FIFO, unreadable), removed
-	ReadErrors      int64 // ReadAt calls that met an I/O error (a miss)
-	NoSpace         int64 // Puts skipped: file system full or floor not kept
-	BoundSkips      int64 // Puts skipped: the part did not fit within MaxBytes
-	Bytes           int64 // bytes of indexed part files on disk
-	Parts           int64 // indexed part files on disk
-	PinnedObjects   int64 // objects pinned now
-	IndexLoaded     bool  // the start-up index load has ended
-	LoadedParts     int64 // parts the index load found on disk
-	StrayFiles      int64 // files in the cache directory that are not parts, left alone
-	IndexLoadTime   time.Duration
-	WholeObjects    int64 // indexed whole-object files (Promote)
-	Promotions      int64 // whole-object files built
-	PromotedBytes   int64 // object bytes copied into them
-	PromoteErrors   int64 // Promotes that failed for another reason than space or a missing part
-	ObjectOpens     int64 // OpenObject calls that returned a sealed file
-	BadObjects      int64 // whole-object files removed: seal broken, data file changed
-	DirectBytes     int64 // part and whole-object data bytes written with O_DIRECT (the rest went through the page cache)
-	DirectReadBytes int64 // part data bytes read with O_DIRECT
+	Hits            int64         `stat:"cache_hits"`   // ReadAt calls served from disk
+	Misses          int64         `stat:"cache_misses"` // ReadAt calls not served (absent or bad part)
+	ReadBytes       int64         // bytes returned by ReadAt
+	Puts            int64         `stat:"cache_puts"` // parts written
+	PutBytes        int64         // bytes of part files written, headers included
+	PutErrors       int64         `stat:"cache_put_errors"` // Puts that failed for another reason than space
+	Evictions       int64         `stat:"cache_evictions"`  // parts removed to keep the bounds
+	EvictedBytes    int64         // bytes of those parts
+	CorruptRemoved  int64         `stat:"cache_corrupt_removed"`   // bad parts found by ReadAt and removed
+	BadFilesRemoved int64         `stat:"cache_bad_files_removed"` // entries named as parts that could not be used as files (a symlink, a directory, a FIFO, unreadable), removed
+	ReadErrors      int64         // ReadAt calls that met an I/O error (a miss)
+	NoSpace         int64         `stat:"cache_no_space"` // Puts skipped: file system full or floor not kept
+	BoundSkips      int64         // Puts skipped: the part did not fit within MaxBytes
+	Bytes           int64         `stat:"cache_bytes"` // bytes of indexed part files on disk
+	Parts           int64         `stat:"cache_parts"` // indexed part files on disk
+	PinnedObjects   int64         // objects pinned now
+	IndexLoaded     bool          `stat:"cache_index_loaded"` // the start-up index load has ended
+	LoadedParts     int64         // parts the index load found on disk
+	StrayFiles      int64         // files in the cache directory that are not parts, left alone
+	IndexLoadTime   time.Duration `stat:"cache_index_load_ns"`
+	WholeObjects    int64         `stat:"whole_objects"`  // indexed whole-object files (Promote)
+	Promotions      int64         `stat:"promotions"`     // whole-object files built
+	PromotedBytes   int64         `stat:"promoted_bytes"` // object bytes copied into them
+	PromoteErrors   int64         `stat:"promote_errors"` // Promotes that failed for another reason than space or a missing part
+	ObjectOpens     int64         // OpenObject calls that returned a sealed file
+	BadObjects      int64         `stat:"bad_whole_objects"`       // whole-object files removed: seal broken, data file changed
+	DirectBytes     int64         `stat:"cache_direct_bytes"`      // part and whole-object data bytes written with O_DIRECT (the rest went through the page cache)
+	DirectReadBytes int64         `stat:"cache_direct_read_bytes"` // part data bytes read with O_DIRECT
 }
 
 // Open opens or creates the cache in cfg.Dir. It checks that the

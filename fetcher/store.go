@@ -94,13 +94,13 @@ var (
 
 // Counters counts a store's remote requests. The zero value is ready.
 type Counters struct {
-	Gets       atomic.Int64 // ranged reads issued (each attempt counts)
-	GetBytes   atomic.Int64 // body bytes received by ranged reads
-	Retries    atomic.Int64 // ranged reads re-requested after a failure
-	Lists      atomic.Int64 // list pages requested
+	Gets       atomic.Int64 `stat:"gets"`      // ranged reads issued (each attempt counts)
+	GetBytes   atomic.Int64 `stat:"get_bytes"` // body bytes received by ranged reads
+	Retries    atomic.Int64 `stat:"retries"`   // ranged reads re-requested after a failure
+	Lists      atomic.Int64 `stat:"lists"`     // list pages requested
 	Stats      atomic.Int64 // stat (HEAD) requests
-	Changed    atomic.Int64 // reads that found the object changed
-	ReadErrors atomic.Int64 // ReadRange calls that returned an error
+	Changed    atomic.Int64 `stat:"changed"`     // reads that found the object changed
+	ReadErrors atomic.Int64 `stat:"read_errors"` // ReadRange calls that returned an error
 }
 
 // Config holds the options for opening a store. The zero value is usable;

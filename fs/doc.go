@@ -1,34 +1,24 @@
-// Package fs serves a fetcher.Store as a read-only FUSE file system with
-// the go-fuse v2 node API.
+// Package fs is the FUSE edge of segfs: it shows the files of a
+// listing as a read-only tree with the go-fuse v2 node API and hands
+// every read to the read engine (package reader). It is the only
+// package besides cmd/segfs that imports go-fuse.
+//
+// Which file owns what:
+//   - tree.go: the tree, built once from the listing with persistent
+//     inodes; the directories (every mutation is EROFS).
+//   - file.go: file nodes and handles: an open becomes a reader.Handle,
+//     a read goes to it and its reply is sent from the engine's buffer
+//     when it lends one; the passthrough mode of a node.
+//   - errno.go: errors become errnos in one place, which logs them.
+//   - mount.go, mountinfo.go: mounting, the kernel's readahead, finding
+//     mounts; probe.go: whether the kernel takes passthrough files.
 //
 // Invariants:
-//   - The tree is built once, from the listing taken at mount time, with
-//     persistent inodes. Each file node holds the fetcher.Object (key,
-//     ETag, size) it was listed with, and every byte it serves comes from
-//     that exact object: ranged reads carry its ETag, so an object changed
-//     after the mount fails the reads it affects with ESTALE and is never
-//     mixed with the old bytes.
 //   - Nothing is writable: the mount is read-only and every mutating
 //     operation that reaches the file system returns EROFS.
-//   - Reads are served by a Reader that maps a logical range onto aligned
-//     parts (PartSize bytes; the last part of an object is short), fetches
-//     the parts it lacks with at most MaxFetches remote reads in flight,
-//     shares one fetch among all readers of a part (single-flight), and
-//     keeps the parts the disk cache refused (a full disk) in a memory
-//     tier bounded by MemoryLimit bytes.
-//   - A handle reading an object sequentially is followed (follow.go):
-//     the object's queued background fetches past its readahead's reach
-//     are taken back until it ends, and the parts fetched within that
-//     reach stay in memory until it reads past them, at most
-//     MaxReadahead+1 parts for the Reader.
-//   - A fetch runs on the Reader's own context, not the reader's: a reader
-//     that is interrupted returns EINTR alone, and the fetch completes for
-//     the others. Close cancels every fetch and waits for them.
-//   - With ReaderConfig.Passthrough, one promoter goroutine has the cache
-//     build a whole-object file of each object whose parts are all cached
-//     (whole.go), and an open of such an object hands that file to the
-//     kernel as the handle's backing file; its reads never reach segfs.
-//     A file node keeps one mode (passthrough or served) while any handle
-//     of it is open, as the kernel requires.
-//   - Errors become syscall.Errno in one place (errno.go), which logs them.
+//   - A file node keeps one mode, passthrough (the kernel reads a
+//     whole-object file of the engine's cache) or served (segfs serves
+//     the reads), while any handle of it is open, as the kernel requires.
+//   - Every open of a node has a reader.Handle, closed when the kernel
+//     releases the handle.
 package fs

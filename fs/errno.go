@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/reader"
 )
 
 // toErrno converts an error from the read path into the errno the kernel
@@ -35,7 +36,7 @@ func toErrno(log *slog.Logger, op string, key string, err error) syscall.Errno {
 		// has no business returning network errnos.
 		errno = syscall.EIO
 	}
-	var logged loggedError
+	var logged reader.LoggedError
 	if errors.As(err, &logged) {
 		log.Debug("read failed", "op", op, "key", key, "errno", errno.Error(), "err", err)
 		return errno
@@ -43,13 +44,6 @@ func toErrno(log *slog.Logger, op string, key string, err error) syscall.Errno {
 	log.Warn("read failed", "op", op, "key", key, "errno", errno.Error(), "err", err)
 	return errno
 }
-
-// loggedError marks an error whose cause was logged once already where
-// it was found (an object refused for good): every read of it fails
-// alike, and the edge logs them at debug level only.
-type loggedError struct{ error }
-
-func (e loggedError) Unwrap() error { return e.error }
 
 // passThrough are the errnos from below that reach the application as
 // they are; any other becomes EIO.

@@ -13,7 +13,8 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/reader"
 )
 
 // fileNode is one remote object shown as a read-only regular file: its
@@ -21,16 +22,13 @@ import (
 type fileNode struct {
 	gofs.Inode
 
-	// Immutable after construction.
-	entry  Entry
-	obj    fetcher.Object // entry.Obj
-	reader *Reader
-	frames *FrameReader // serves entries with a seek table
+	// Constant after construction.
+	entry  reader.Entry
+	reader *reader.Reader
+	stats  *Stats
 	log    *slog.Logger
-	// The small files of the node's directory (smallFiles), and the
-	// index in them of the first one after the node in listing order.
-	smallDir   *smallFiles
-	smallAfter int
+	dir    *prefetch.Dir // the node's directory, for the prefetch policies
+	index  int           // the node's index in dir.Files
 
 	// Guarded by mu: how the open handles read. The kernel refuses an open
 	// in passthrough mode while the file is open in the usual mode, and
@@ -56,7 +54,8 @@ func (f *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 	out.Size = uint64(f.entry.Size())
 	out.Blksize = blockSize
 	out.Blocks = (out.Size + 511) / 512
-	out.SetTimes(nil, &f.obj.ModTime, &f.obj.ModTime)
+	mtime := f.entry.Obj.ModTime
+	out.SetTimes(nil, &mtime, &mtime)
 	return 0
 }
 
@@ -64,14 +63,13 @@ func (f *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 	return syscall.EROFS
 }
 
-// fileHandle is one open file: it tracks the access pattern for readahead
-// and keeps the object's cached parts pinned until it is released.
+// fileHandle is one open file: the engine's handle, or for a passthrough
+// open the whole-object file the kernel reads.
 type fileHandle struct {
-	seq     Sequence
+	rh      *reader.Handle
 	node    *fileNode
 	backing *os.File // set for a passthrough handle
 	closed  sync.Once
-	served  atomic.Int64 // bytes its reads returned
 }
 
 var (
@@ -79,25 +77,21 @@ var (
 	_ = (gofs.FilePassthroughFder)((*fileHandle)(nil))
 )
 
-// Release unpins the object's parts when the kernel drops the handle, and
-// drops the file's pages from the kernel's page cache if dropOnRelease
-// says so. The handle stops counting as open last: go-fuse drops a
-// reference to the node's passthrough backing file after every release,
-// whatever the handle's mode, so an open that turned to passthrough
-// while a served handle's release was still running had its backing file
-// closed under it, and failed with EIO (seen in TestPassthroughModeHeldWhileOpen
-// once the release took long enough to drop the page cache). A small
-// window stays, between this method's return and go-fuse's bookkeeping.
+// Release closes the engine's handle when the kernel drops the handle,
+// and drops the file's pages from the kernel's page cache if
+// dropOnRelease says so. The handle stops counting as open last: go-fuse
+// drops a reference to the node's passthrough backing file after every
+// release, whatever the handle's mode, so an open that turned to
+// passthrough while a served handle's release was still running would
+// have its backing file closed under it. A small window stays, between
+// this method's return and go-fuse's bookkeeping.
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	h.closed.Do(func() {
-		drop := h.node.dropOnRelease(h)
-		h.node.reader.EndStream(h.node.obj, &h.seq)
-		h.node.reader.Closed(h.node.obj)
-		if drop {
+		if h.node.dropOnRelease(h, h.rh.ReadWhole()) {
 			h.node.dropPageCache()
 		}
+		h.rh.Close() // counts as closed once its pages are dropped
 		h.node.release(h)
-		h.node.reader.stats.openHandles.Add(-1)
 	})
 	return 0
 }
@@ -114,12 +108,12 @@ func (h *fileHandle) PassthroughFd() (int, bool) {
 
 // acquire decides how a new handle reads: in passthrough mode if the file
 // is open in that mode already, or if it is not open at all and the
-// cache has its sealed whole-object file; else served by segfs.
+// engine has its sealed whole-object file; else served by segfs.
 func (f *fileNode) acquire(h *fileHandle) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.backing == nil && f.servedOpens == 0 && f.entry.Table == nil {
-		f.backing, _ = f.reader.openWhole(f.obj)
+	if f.backing == nil && f.servedOpens == 0 && f.reader != nil {
+		f.backing, _ = f.reader.OpenWhole(f.entry)
 	}
 	if f.backing != nil {
 		f.backingRefs++
@@ -130,16 +124,13 @@ func (f *fileNode) acquire(h *fileHandle) {
 }
 
 // dropOnRelease reports whether the file's pages should go from the
-// kernel's page cache when h is released (see dropPageCache): with
-// --drop-after-read, when h is the last handle segfs serves, the file is
-// larger than a part and h's reads returned at least the file's size (a
-// copy, or another whole read of it).
-func (f *fileNode) dropOnRelease(h *fileHandle) bool {
+// kernel's page cache when h is released (see dropPageCache): when h is
+// the last handle segfs serves and its reads covered the whole file
+// (readWhole, reader.Handle.ReadWhole).
+func (f *fileNode) dropOnRelease(h *fileHandle, readWhole bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	size := f.entry.Size()
-	return h.backing == nil && f.servedOpens == 1 && f.reader.DropAfterRead() &&
-		size > f.reader.PartSize() && h.served.Load() >= size
+	return h.backing == nil && f.servedOpens == 1 && readWhole
 }
 
 // release ends h's hold on the file.
@@ -162,70 +153,46 @@ func (f *fileNode) release(h *fileHandle) {
 // shard out of the mount reads each file once: keeping its pages would
 // push other files' pages out, and would have the kernel take fresh
 // memory for every file where it can reuse the pages of the last one
-// (measured in docs/BENCH.md: on a VM whose host backs guest memory
-// lazily, writing into fresh pages cost several times the copy itself).
-// A race with a new open only costs that open's reader a read through
-// segfs.
+// (docs/BENCH.md has what that costs on a VM). A race with a new open
+// only costs that open's reader a read through segfs.
 func (f *fileNode) dropPageCache() {
 	if errno := f.NotifyContent(0, 0); errno != 0 {
 		// An unmount in progress, or a kernel without the notification.
-		f.log.Debug("page cache of a read file not dropped", "key", f.obj.Key, "err", errno)
+		f.log.Debug("page cache of a read file not dropped", "key", f.entry.Obj.Key, "err", errno)
 		return
 	}
-	f.reader.stats.pageDrops.Add(1)
+	f.stats.PageDrops.Add(1)
 }
 
 // Open refuses any access mode but read-only. With --passthrough, an
 // object that has a sealed whole-object file, and is not open in the usual
 // mode, is opened in passthrough mode: the kernel reads that file itself.
 // Otherwise the object is immutable for its ETag, so the kernel may keep
-// its page cache across opens; with prefetch "open" or "all" the rest of
-// the file is queued in the background, and with --passthrough its
-// whole-object file is built once every part is cached.
+// its page cache across opens; the engine's open runs the prefetch
+// policies.
 func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND|syscall.O_CREAT) != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	f.reader.Opened(f.obj)
 	h := &fileHandle{node: f}
-	f.reader.stats.openHandles.Add(1)
 	f.acquire(h)
+	h.rh = f.reader.Open(f.entry, f.dir, f.index, h.backing == nil)
 	if h.backing != nil {
 		return h, 0, 0 // go-fuse adds FOPEN_PASSTHROUGH
-	}
-	if f.reader.Prefetch() != PrefetchNone {
-		f.reader.PrefetchObject(f.obj)
-	}
-	if f.reader.Prefetch() == PrefetchOpen && f.smallDir != nil {
-		f.reader.PrefetchSmallAfter(f.smallDir.objs[f.smallAfter:])
-	}
-	if f.entry.Table == nil {
-		f.reader.promote(f.obj) // built now if every part is cached
 	}
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
-// Read serves [off, off+len(dest)) of the object, clamped to its size.
+// Read serves [off, off+len(dest)) of the file, clamped to its size.
 func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
 	defer f.recoverRead(&res, &errno, off)
-	var seq *Sequence
-	h, _ := fh.(*fileHandle)
-	if h != nil {
-		seq = &h.seq
+	h, ok := fh.(*fileHandle)
+	if !ok || h.rh == nil {
+		return nil, syscall.EBADF // Open always returns a fileHandle
 	}
-	var data []byte
-	var release func()
-	var err error
-	if f.entry.Table != nil {
-		data, err = f.frames.ReadAt(ctx, f.entry, dest, off, seq)
-	} else {
-		data, release, err = f.reader.ReadAtRef(ctx, f.obj, dest, off, seq)
-	}
+	data, release, err := h.rh.Read(ctx, dest, off)
 	if err != nil {
-		return nil, toErrno(f.log, "read", f.obj.Key, err)
-	}
-	if h != nil {
-		h.served.Add(int64(len(data)))
+		return nil, toErrno(f.log, "read", f.entry.Obj.Key, err)
 	}
 	if release != nil {
 		return &partReply{data: data, release: release}, 0
@@ -237,8 +204,8 @@ func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 // and logs it with its stack, so that the daemon serves on.
 func (f *fileNode) recoverRead(res *fuse.ReadResult, errno *syscall.Errno, off int64) {
 	if p := recover(); p != nil {
-		err := fmt.Errorf("read %s at %d: %w: %v\n%s", f.obj.Key, off, ErrInternal, p, debug.Stack())
-		*res, *errno = nil, toErrno(f.log, "read", f.obj.Key, err)
+		err := fmt.Errorf("read %s at %d: %w: %v\n%s", f.entry.Obj.Key, off, reader.ErrInternal, p, debug.Stack())
+		*res, *errno = nil, toErrno(f.log, "read", f.entry.Obj.Key, err)
 	}
 }
 

@@ -1,61 +1,114 @@
 package fs
 
-import "testing"
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/reader"
+)
+
+// node returns a file node of e over r, alone in its directory, as the
+// tree builds it.
+func node(r *reader.Reader, e reader.Entry) *fileNode {
+	dir := &prefetch.Dir{}
+	return &fileNode{entry: e, reader: r, stats: &Stats{}, dir: dir, index: dir.Add(e.Obj)}
+}
+
+// open opens a handle of f as Open does, without the kernel.
+func open(f *fileNode) *fileHandle {
+	h := &fileHandle{node: f}
+	f.acquire(h)
+	h.rh = f.reader.Open(f.entry, f.dir, f.index, h.backing == nil)
+	return h
+}
 
 // A release asks for the file's pages to be dropped only when the last
-// handle segfs serves closes after reading at least the whole file, the
-// file is larger than a part and DropAfterRead is on.
-func TestReleaseDropsOnlyAfterAWholeRead(t *testing.T) {
-	// release closes h as Release does, and reports dropOnRelease's answer.
-	release := func(f *fileNode, h *fileHandle) bool {
-		drop := f.dropOnRelease(h)
+// handle segfs serves closes after its reads covered the whole file.
+func TestReleaseDropsOnlyAfterTheLastWholeRead(t *testing.T) {
+	r, entries := newTestReader(t, map[string][]byte{"f": make([]byte, 10)}, reader.Config{Prefetch: prefetch.None})
+	f := node(r, entries[0])
+	release := func(h *fileHandle, whole bool) bool {
+		drop := f.dropOnRelease(h, whole)
+		h.rh.Close()
 		f.release(h)
 		return drop
 	}
-	const ps = 1000
-	store := newMemStore()
-	big := store.put("big", randomBytes(1, 3*ps+500))
-	small := store.put("small", randomBytes(2, ps))
-	on := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, DropAfterRead: true})
-	off := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone})
-	node := func(r *Reader, name string) *fileNode {
-		obj := big
-		if name == "small" {
-			obj = small
-		}
-		return &fileNode{entry: Entry{Name: name, Obj: obj}, obj: obj, reader: r}
-	}
-	open := func(f *fileNode, served int64) *fileHandle {
-		h := &fileHandle{node: f}
-		f.acquire(h)
-		h.served.Store(served)
-		return h
-	}
-
-	f := node(on, "big")
-	whole, idle := open(f, big.Size), open(f, 0)
-	if release(f, whole) {
+	a, b := open(f), open(f)
+	if release(a, true) {
 		t.Error("dropped while another handle is open")
 	}
-	if release(f, idle) {
-		t.Error("dropped at the close of a handle that read nothing")
+	if release(b, false) {
+		t.Error("dropped at the close of a handle that did not read the whole file")
 	}
-	if !release(f, open(f, big.Size)) {
+	if !release(open(f), true) {
 		t.Error("not dropped after the last handle read the whole file")
-	}
-	if !release(f, open(f, big.Size+ps)) {
-		t.Error("not dropped after the last handle read more than the file (a re-read)")
-	}
-	if release(f, open(f, big.Size-1)) {
-		t.Error("dropped after a read short of the whole file")
-	}
-	if f := node(on, "small"); release(f, open(f, small.Size)) {
-		t.Error("dropped a file no larger than a part")
-	}
-	if f := node(off, "big"); release(f, open(f, big.Size)) {
-		t.Error("dropped with DropAfterRead off")
 	}
 	if f.servedOpens != 0 {
 		t.Errorf("servedOpens = %d after every handle closed, want 0", f.servedOpens)
+	}
+}
+
+// TestPassthroughModes drives a file node's opens and releases: a node
+// keeps the mode of its open handles, whatever the cache gains meanwhile.
+func TestPassthroughModes(t *testing.T) {
+	const ps = 4096
+	data := bytes.Repeat([]byte("segfs"), 3*ps/5+1)
+	r, entries := newTestReader(t, map[string][]byte{"f": data}, reader.Config{PartSize: ps, Prefetch: prefetch.None, Passthrough: true})
+	f := node(r, entries[0])
+
+	// Nothing cached: served.
+	a := open(f)
+	if a.backing != nil {
+		t.Fatal("passthrough before the object was cached")
+	}
+	// Read it whole: the stored parts ask for the build.
+	if got, _, err := a.rh.Read(context.Background(), make([]byte, len(data)), 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read: %v, or bytes differ", err)
+	}
+	promoted := func() bool {
+		fh, ok := r.OpenWhole(entries[0])
+		if ok {
+			fh.Close()
+		}
+		return ok
+	}
+	for deadline := time.Now().Add(30 * time.Second); !promoted(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("whole-object file never built")
+		}
+	}
+	// Still open in the served mode: a second open stays served.
+	b := open(f)
+	if b.backing != nil {
+		t.Fatal("second open beside a served handle went to passthrough")
+	}
+	f.release(a)
+	f.release(b)
+
+	// Closed everywhere: passthrough, and an open beside it shares the
+	// same file.
+	c, d := open(f), open(f)
+	if c.backing == nil || d.backing != c.backing {
+		t.Fatalf("after the last served handle: backing %v, shared %v", c.backing != nil, d.backing == c.backing)
+	}
+	if fd, ok := c.PassthroughFd(); !ok || fd != int(c.backing.Fd()) {
+		t.Errorf("PassthroughFd = %d, %v", fd, ok)
+	}
+	f.release(c)
+	if f.backing == nil {
+		t.Error("whole-object file closed while a passthrough handle is open")
+	}
+	f.release(d)
+	if f.backing != nil || f.backingRefs != 0 || f.servedOpens != 0 {
+		t.Errorf("after every release: backing %v, %d passthrough, %d served", f.backing != nil, f.backingRefs, f.servedOpens)
+	}
+	for _, h := range []*fileHandle{a, b, c, d} {
+		h.rh.Close()
+	}
+	if n := r.Stats().OpenHandles.Load(); n != 0 {
+		t.Errorf("%d handles open after every close", n)
 	}
 }

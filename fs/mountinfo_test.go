@@ -32,22 +32,3 @@ func TestParseMountinfoLine(t *testing.T) {
 		}
 	}
 }
-
-func TestValidKey(t *testing.T) {
-	for key, want := range map[string]bool{
-		"a":            true,
-		"a/b/c.fdt":    true,
-		"with space/ü": true,
-		"":             false,
-		"/abs":         false,
-		"a/../b":       false,
-		"..":           false,
-		"a//b":         false,
-		"./a":          false,
-		"dir/":         false,
-	} {
-		if got := validKey(key); got != want {
-			t.Errorf("validKey(%q) = %v, want %v", key, got, want)
-		}
-	}
-}

@@ -11,7 +11,8 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/reader"
 )
 
 // Root is the root directory of a segfs mount. Build it with NewRoot and
@@ -19,29 +20,27 @@ import (
 type Root struct {
 	dirNode
 
-	// Immutable after construction.
-	entries []Entry
-	reader  *Reader
-	frames  *FrameReader
+	// Constant after construction.
+	entries []reader.Entry
+	reader  *reader.Reader
 	log     *slog.Logger
+	stats   Stats
 }
 
 var _ = (gofs.NodeOnAdder)((*Root)(nil))
 
-// NewRoot returns the root of a tree holding entries, served by reader
-// (and frames, for seekable zstd entries). The entries' names become
-// paths; every prefix ending in "/" becomes a directory. A name that is
-// also a directory's, or that is not a clean relative path, is skipped
-// with a warning: no key can escape the mount.
-func NewRoot(entries []Entry, reader *Reader, frames *FrameReader, log *slog.Logger) *Root {
+// NewRoot returns the root of a tree holding entries, served by rd. The
+// entries' names become paths; every prefix ending in "/" becomes a
+// directory. A name that is also a directory's, or that is not a clean
+// relative path, is skipped with a warning: no key can escape the mount.
+func NewRoot(entries []reader.Entry, rd *reader.Reader, log *slog.Logger) *Root {
 	if log == nil {
 		log = slog.Default()
 	}
 	return &Root{
 		dirNode: dirNode{mtime: time.Now()},
 		entries: shown(entries, log),
-		reader:  reader,
-		frames:  frames,
+		reader:  rd,
 		log:     log,
 	}
 }
@@ -50,10 +49,10 @@ func NewRoot(entries []Entry, reader *Reader, frames *FrameReader, log *slog.Log
 // name is usable and not also a directory's. Each one left out is logged
 // once. Only usable names imply directories, so a key such as "a//b" or
 // "a/.." hides nothing but itself.
-func shown(entries []Entry, log *slog.Logger) []Entry {
-	out := make([]Entry, 0, len(entries))
+func shown(entries []reader.Entry, log *slog.Logger) []reader.Entry {
+	out := make([]reader.Entry, 0, len(entries))
 	for _, e := range entries {
-		if !validKey(e.Name) {
+		if !reader.ValidName(e.Name) {
 			log.Warn("skipping object with an unusable name", "key", e.Obj.Key)
 			continue
 		}
@@ -71,21 +70,18 @@ func shown(entries []Entry, log *slog.Logger) []Entry {
 	return kept
 }
 
-// Objects returns the objects of the files the tree shows, in listing
-// order: what --prefetch all fetches. Keys the tree skips, and the
+// Entries returns the files the tree shows, in listing order: what the
+// engine serves (reader.Reader.Serve). Keys the tree skips, and the
 // hidden form of a file stored both raw and compressed, are not among
 // them.
-func (r *Root) Objects() []fetcher.Object {
-	objs := make([]fetcher.Object, len(r.entries))
-	for i, e := range r.entries {
-		objs[i] = e.Obj
-	}
-	return objs
-}
+func (r *Root) Entries() []reader.Entry { return r.entries }
+
+// Stats returns the edge's counters.
+func (r *Root) Stats() *Stats { return &r.stats }
 
 // OnAdd builds the whole tree once, with persistent inodes.
 func (r *Root) OnAdd(ctx context.Context) {
-	small := make(map[string]*smallFiles) // by directory
+	dirs := make(map[string]*prefetch.Dir) // by directory path
 	for _, e := range r.entries {
 		parent := &r.Inode
 		dir, base := path.Split(e.Name)
@@ -101,32 +97,18 @@ func (r *Root) OnAdd(ctx context.Context) {
 			}
 			parent = child
 		}
-		if e.Table != nil {
-			r.reader.NoPassthrough(e.Obj)
+		d := dirs[dir]
+		if d == nil {
+			d = &prefetch.Dir{}
+			dirs[dir] = d
 		}
-		sf := small[dir]
-		if sf == nil {
-			sf = &smallFiles{}
-			small[dir] = sf
-		}
-		node := &fileNode{entry: e, obj: e.Obj, reader: r.reader, frames: r.frames, log: r.log,
-			smallDir: sf, smallAfter: len(sf.objs)}
-		if e.Obj.Size <= r.reader.PartSize() {
-			sf.objs = append(sf.objs, e.Obj)
-			node.smallAfter++
-		}
+		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, dir: d, index: d.Add(e.Obj)}
 		parent.AddChild(base, parent.NewPersistentInode(ctx, node, gofs.StableAttr{}), false)
 	}
 }
 
-// smallFiles are the objects of one directory that are one part or less,
-// in listing order (fileNode.Open prefetches the ones after a file).
-type smallFiles struct {
-	objs []fetcher.Object
-}
-
 // dirSet returns the set of every directory path implied by the names.
-func dirSet(entries []Entry) map[string]bool {
+func dirSet(entries []reader.Entry) map[string]bool {
 	dirs := make(map[string]bool)
 	for _, e := range entries {
 		for dir := path.Dir(e.Name); dir != "." && dir != "/"; dir = path.Dir(dir) {
@@ -137,21 +119,6 @@ func dirSet(entries []Entry) map[string]bool {
 		}
 	}
 	return dirs
-}
-
-// validKey reports whether key is a clean relative path that names a file
-// below the root: no empty, "." or ".." elements, no leading slash, and no
-// element longer than the kernel accepts.
-func validKey(key string) bool {
-	if key == "" || strings.HasPrefix(key, "/") || strings.HasSuffix(key, "/") {
-		return false
-	}
-	for _, name := range strings.Split(key, "/") {
-		if name == "" || name == "." || name == ".." || len(name) > 255 || strings.ContainsRune(name, 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // dirNode is a directory. Its children are fixed at mount time.

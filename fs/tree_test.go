@@ -14,15 +14,16 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/reader"
 )
 
 // A key that is not a clean path hides nothing but itself: "a//b" and
 // "a/." do not make "a" a directory and so do not hide the file "a".
 func TestUnusableKeysHideOnlyThemselves(t *testing.T) {
 	keys := []string{"a", "a//b", "a/.", "a/./b", "a/../x", "d", "d/x", "ok", "/abs", "e/", "nul\x00"}
-	var entries []Entry
+	var entries []reader.Entry
 	for _, k := range keys {
-		entries = append(entries, Entry{Name: k, Obj: fetcher.Object{Key: k, ETag: `"e"`, Size: 1}})
+		entries = append(entries, reader.Entry{Name: k, Obj: fetcher.Object{Key: k, ETag: `"e"`, Size: 1}})
 	}
 	var names []string
 	for _, e := range shown(entries, slog.New(slog.DiscardHandler)) {
@@ -35,17 +36,18 @@ func TestUnusableKeysHideOnlyThemselves(t *testing.T) {
 	}
 }
 
-// Objects, what --prefetch all fetches, are the shown files only.
-func TestRootObjectsAreTheShownFiles(t *testing.T) {
-	entries := []Entry{
+// Entries, what the engine serves (and --prefetch all fetches), are the
+// shown files only.
+func TestRootEntriesAreTheShownFiles(t *testing.T) {
+	entries := []reader.Entry{
 		{Name: "a", Obj: fetcher.Object{Key: "a", Size: 1}},
 		{Name: "../x", Obj: fetcher.Object{Key: "../x", Size: 1}},
 		{Name: "b", Obj: fetcher.Object{Key: "b.zst", Size: 1}},
 	}
-	root := NewRoot(entries, nil, nil, slog.New(slog.DiscardHandler))
+	root := NewRoot(entries, nil, slog.New(slog.DiscardHandler))
 	var keys []string
-	for _, o := range root.Objects() {
-		keys = append(keys, o.Key)
+	for _, e := range root.Entries() {
+		keys = append(keys, e.Obj.Key)
 	}
 	if want := []string{"a", "b.zst"}; !slices.Equal(keys, want) {
 		t.Fatalf("objects %q, want %q", keys, want)
@@ -56,8 +58,7 @@ func TestRootObjectsAreTheShownFiles(t *testing.T) {
 // key; the mount's memory bound counts it (cmd/segfs).
 func TestTreeMemoryPerKey(t *testing.T) {
 	const n = 200_000 // the cost per key does not depend on the count
-	store := newMemStore()
-	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{})
+	r, _ := newTestReader(t, nil, reader.Config{})
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -68,12 +69,12 @@ func TestTreeMemoryPerKey(t *testing.T) {
 	for i := range objs {
 		objs[i] = fetcher.Object{Key: fmt.Sprintf("indices/%02d/_%07d_Lucene90_0.tim", i%16, i), ETag: `"0123456789abcdef0123456789abcdef"`, Size: int64(i)}
 	}
-	entries := make([]Entry, n)
+	entries := make([]reader.Entry, n)
 	for i, o := range objs {
-		entries[i] = Entry{Name: o.Key, Obj: o}
+		entries[i] = reader.Entry{Name: o.Key, Obj: o}
 	}
 	objs = nil
-	root := NewRoot(entries, r, nil, slog.New(slog.DiscardHandler))
+	root := NewRoot(entries, r, slog.New(slog.DiscardHandler))
 	entries = nil
 	gofs.NewNodeFS(root, &gofs.Options{}) // builds the tree (OnAdd)
 	took := time.Since(start)
@@ -94,14 +95,13 @@ func TestMountOfAMillionKeys(t *testing.T) {
 		t.Skip("needs root (a direct FUSE mount) and the long run")
 	}
 	const n, dirs = 1_000_000, 16
-	store := newMemStore()
-	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{})
-	entries := make([]Entry, n)
+	r, _ := newTestReader(t, nil, reader.Config{})
+	entries := make([]reader.Entry, n)
 	for i := range entries {
 		o := fetcher.Object{Key: fmt.Sprintf("d%02d/_%07d_Lucene90_0.tim", i%dirs, i), ETag: `"0123456789abcdef0123456789abcdef"`, Size: int64(i)}
-		entries[i] = Entry{Name: o.Key, Obj: o}
+		entries[i] = reader.Entry{Name: o.Key, Obj: o}
 	}
-	root := NewRoot(entries, r, nil, slog.New(slog.DiscardHandler))
+	root := NewRoot(entries, r, slog.New(slog.DiscardHandler))
 	entries = nil
 	mnt := t.TempDir()
 	server, err := Mount(mnt, root, MountConfig{FsName: "mem://million", Logger: slog.New(slog.DiscardHandler)})

@@ -277,12 +277,12 @@ func (s *Scheduler) Close() {
 
 // Stats is a snapshot of the scheduler's counters.
 type Stats struct {
-	Workers   int
-	Queued    [numPriorities]int   // tasks waiting, by priority
-	Running   [numPriorities]int   // tasks running, by priority
+	Workers   int                  `stat:"workers"`
+	Queued    [numPriorities]int   `stat:"queued_background,queued_readahead,queued_demand"`    // tasks waiting, by priority
+	Running   [numPriorities]int   `stat:"running_background,running_readahead,running_demand"` // tasks running, by priority
 	Submitted [numPriorities]int64 // tasks submitted, by first priority
 	Completed [numPriorities]int64 // tasks run, by the priority they ended at
-	Raised    int64                // tasks moved to a higher priority
+	Raised    int64                `stat:"raised"` // tasks moved to a higher priority
 	Cancelled int64                // tasks cancelled before they started
 }
 

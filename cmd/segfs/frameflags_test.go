@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/segfs/segfs/compress"
-	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/reader"
 )
 
 // TestFrameFlagDefaults: the defaults written in the flags' tags are the
@@ -14,8 +14,8 @@ import (
 func TestFrameFlagDefaults(t *testing.T) {
 	typ := reflect.TypeFor[mountCmd]()
 	for field, want := range map[string]int64{
-		"FrameCache":   segfs.DefaultFrameCache,
-		"DecodeMemory": segfs.DefaultDecodeMemory,
+		"FrameCache":   reader.DefaultFrameCache,
+		"DecodeMemory": reader.DefaultDecodeMemory,
 		"MaxFrameSize": compress.DefaultFrameLimit,
 	} {
 		f, ok := typ.FieldByName(field)
@@ -41,8 +41,8 @@ func TestFrameFlagBounds(t *testing.T) {
 		{"negative frame cache", func(m *mountCmd) { m.FrameCache = -1 }, "--frame-cache"},
 		{"max frame size 0", func(m *mountCmd) { m.MaxFrameSize = 0 }, "--max-frame-size"},
 		{"max frame size past the format", func(m *mountCmd) { m.MaxFrameSize = 1<<30 + 1 }, "--max-frame-size"},
-		{"decode memory exactly one frame", func(m *mountCmd) { m.DecodeMemory = byteSize(segfs.MinDecodeMemory(16 << 20)) }, ""},
-		{"decode memory below one frame", func(m *mountCmd) { m.DecodeMemory = byteSize(segfs.MinDecodeMemory(16<<20) - 1) }, "--decode-memory"},
+		{"decode memory exactly one frame", func(m *mountCmd) { m.DecodeMemory = byteSize(reader.MinDecodeMemory(16 << 20)) }, ""},
+		{"decode memory below one frame", func(m *mountCmd) { m.DecodeMemory = byteSize(reader.MinDecodeMemory(16<<20) - 1) }, "--decode-memory"},
 		{"larger frames need more decode memory", func(m *mountCmd) { m.MaxFrameSize = 64 << 20 }, "--decode-memory"},
 		{"small frames, small budget", func(m *mountCmd) { m.MaxFrameSize, m.DecodeMemory = 1<<20, 4<<20 }, ""},
 	} {

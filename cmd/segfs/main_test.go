@@ -9,7 +9,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/prefetch"
 )
 
 func TestParseByteSize(t *testing.T) {
@@ -73,18 +73,18 @@ func TestMountFlagBounds(t *testing.T) {
 		max, background int
 		ok              bool
 		reserved        int
-		prefetch        segfs.PrefetchMode
+		prefetch        prefetch.Mode
 	}{
-		{16, 0, true, 0, segfs.PrefetchOpen}, // the scheduler's default
-		{16, 12, true, 4, segfs.PrefetchOpen},
-		{16, 15, true, 1, segfs.PrefetchOpen},
-		{16, 16, false, 0, segfs.PrefetchOpen}, // nothing left for reads that wait
-		{16, -1, false, 0, segfs.PrefetchOpen},
-		{1, 1, true, 0, segfs.PrefetchOpen},
-		{1, 2, false, 0, segfs.PrefetchOpen},
-		{16, 0, true, 1, segfs.PrefetchAll}, // a copy's mount: all but one
-		{16, 12, true, 4, segfs.PrefetchAll},
-		{1, 0, true, 0, segfs.PrefetchAll}, // the only worker: the scheduler's default
+		{16, 0, true, 0, prefetch.Open}, // the scheduler's default
+		{16, 12, true, 4, prefetch.Open},
+		{16, 15, true, 1, prefetch.Open},
+		{16, 16, false, 0, prefetch.Open}, // nothing left for reads that wait
+		{16, -1, false, 0, prefetch.Open},
+		{1, 1, true, 0, prefetch.Open},
+		{1, 2, false, 0, prefetch.Open},
+		{16, 0, true, 1, prefetch.All}, // a copy's mount: all but one
+		{16, 12, true, 4, prefetch.All},
+		{1, 0, true, 0, prefetch.All}, // the only worker: the scheduler's default
 	}
 	for _, c := range cases {
 		m := base

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/reader"
 )
 
 // memoryBound is what bounds segfs's memory, term by term, as the flags
@@ -49,7 +50,7 @@ const (
 func memoryBoundOf(c *mountCmd, keys int) memoryBound {
 	ps, w := int64(c.PartSize), int64(c.MaxFetches)
 	return memoryBound{
-		Parts:  (3*w + segfs.DefaultWriters + 1) * ps,
+		Parts:  (3*w + reader.DefaultWriters + 1) * ps,
 		Ranges: w * (ps / 8),
 		Memory: int64(c.MemoryCache),
 		Frames: c.frameMemory(),

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/reader"
 )
 
 // Each flag that lets segfs hold memory moves its own term of the bound,
@@ -12,7 +13,7 @@ import (
 func TestMemoryBoundTerms(t *testing.T) {
 	base := defaultMountCmd(t)
 	b := memoryBoundOf(&base, 0)
-	if got, want := b.Parts, int64(3*16+segfs.DefaultWriters+1)*8<<20; got != want {
+	if got, want := b.Parts, int64(3*16+reader.DefaultWriters+1)*8<<20; got != want {
 		t.Errorf("parts %d, want %d", got, want)
 	}
 	if b.Memory != 64<<20 || b.Frames != 128<<20 {

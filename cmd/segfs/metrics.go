@@ -17,6 +17,8 @@ import (
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/stats"
 )
 
 // metricsServer serves the mount's counters as one JSON object of
@@ -34,9 +36,9 @@ type metricsServer struct {
 
 // startMetrics serves the mount's counters on addr and its profiles on
 // pprofAddr; either may be "" (not served).
-func startMetrics(addr, pprofAddr string, store fetcher.Store, reader *segfs.Reader, frames *segfs.FrameReader, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*metricsServer, error) {
+func startMetrics(addr, pprofAddr string, store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*metricsServer, error) {
 	return serveMetrics(addr, pprofAddr, func() map[string]int64 {
-		return statsSnapshot(store, reader, frames, sched, pc)
+		return statsSnapshot(store, rd, root, sched, pc)
 	}, log)
 }
 
@@ -107,102 +109,22 @@ func (m *metricsServer) Close() {
 	m.wg.Wait()
 }
 
-func statsSnapshot(store fetcher.Store, reader *segfs.Reader, frames *segfs.FrameReader, sched *prefetch.Scheduler, pc *cache.Cache) map[string]int64 {
-	c := store.Counters()
-	rs := reader.Stats()
-	fs := frames.Stats()
-	ss := sched.Stats()
-	cs := pc.Stats()
+// statsSnapshot collects every package's counters (each declared once,
+// with its /stats name in a tag; package stats) and the process's.
+func statsSnapshot(store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache) map[string]int64 {
+	m := make(map[string]int64, 96)
+	stats.Collect(m, store.Counters())
+	stats.Collect(m, rd.Stats())
+	stats.Collect(m, root.Stats())
+	stats.Collect(m, sched.Stats())
+	stats.Collect(m, pc.Stats())
+	m["passthrough"] = b2i(rd.Passthrough())
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	loaded := int64(0)
-	if cs.IndexLoaded {
-		loaded = 1
-	}
-	return map[string]int64{
-		// Remote requests.
-		"gets":        c.Gets.Load(),
-		"get_bytes":   c.GetBytes.Load(),
-		"retries":     c.Retries.Load(),
-		"lists":       c.Lists.Load(),
-		"changed":     c.Changed.Load(),
-		"read_errors": c.ReadErrors.Load(),
-		// Reads through the mount.
-		"reads":              rs.Reads,
-		"read_bytes":         rs.ReadBytes,
-		"memory_hits":        rs.MemoryHits,
-		"held_hits":          rs.HeldHits,
-		"fill_paused":        rs.FillPaused,
-		"idle_streams":       rs.IdleStreams,
-		"fills_abandoned":    rs.FillsAbandoned,
-		"page_cache_drops":   rs.PageDrops,
-		"open_handles":       rs.OpenHandles,
-		"held_bytes":         rs.HeldBytes,
-		"disk_hits":          rs.DiskHits,
-		"joins":              rs.Joins,
-		"range_reads":        rs.RangeReads,
-		"parts_fetched":      rs.PartsFetched,
-		"parts_split":        rs.PartsSplit,
-		"split_gets":         rs.SplitGets,
-		"fetched_bytes":      rs.FetchedBytes,
-		"fetch_errors":       rs.FetchErrors,
-		"no_space":           rs.NoSpace,
-		"started_demand":     rs.StartedDemand,
-		"started_readahead":  rs.StartedAhead,
-		"started_background": rs.StartedBack,
-		"memory_part_bytes":  rs.MemoryBytes,
-		"fetch_ns":           rs.FetchNanos,
-		"cache_put_ns":       rs.PutNanos,
-		"inflight_parts":     rs.InflightParts,
-		// Seekable zstd frames: decoded, served from memory, and the wall
-		// time spent decoding (summed over concurrent decodes).
-		"frame_decodes":       fs.Decodes,
-		"frame_decoded_bytes": fs.DecodedBytes,
-		"frame_decode_ns":     int64(fs.DecodeTime),
-		"frame_hits":          fs.Hits,
-		"frame_shared":        fs.Shared,
-		"frame_rejected":      fs.Rejected,
-		"decode_waits":        fs.DecodeWaits,
-		"decode_memory_bytes": fs.DecodeMemory,
-		"decode_memory_peak":  fs.DecodeMemoryPeak,
-		// The fetch pool.
-		"workers":            int64(ss.Workers),
-		"queued_demand":      int64(ss.Queued[prefetch.Demand]),
-		"queued_readahead":   int64(ss.Queued[prefetch.Readahead]),
-		"queued_background":  int64(ss.Queued[prefetch.Background]),
-		"running_demand":     int64(ss.Running[prefetch.Demand]),
-		"running_readahead":  int64(ss.Running[prefetch.Readahead]),
-		"running_background": int64(ss.Running[prefetch.Background]),
-		"raised":             ss.Raised,
-		// The disk cache.
-		"cache_hits":              cs.Hits,
-		"cache_misses":            cs.Misses,
-		"cache_puts":              cs.Puts,
-		"cache_put_errors":        cs.PutErrors,
-		"cache_evictions":         cs.Evictions,
-		"cache_corrupt_removed":   cs.CorruptRemoved,
-		"cache_bad_files_removed": cs.BadFilesRemoved,
-		"cache_no_space":          cs.NoSpace,
-		"cache_bytes":             cs.Bytes,
-		"cache_direct_bytes":      cs.DirectBytes,
-		"cache_direct_read_bytes": cs.DirectReadBytes,
-		"cache_parts":             cs.Parts,
-		"cache_index_loaded":      loaded,
-		"cache_index_load_ns":     int64(cs.IndexLoadTime),
-		// Whole-object files and passthrough opens (--passthrough).
-		"passthrough":       b2i(reader.Passthrough()),
-		"passthrough_opens": rs.PassthroughOpens,
-		"promote_pending":   rs.PromotePending,
-		"whole_objects":     cs.WholeObjects,
-		"promotions":        cs.Promotions,
-		"promoted_bytes":    cs.PromotedBytes,
-		"promote_errors":    cs.PromoteErrors,
-		"bad_whole_objects": cs.BadObjects,
-		// The process.
-		"goroutines": int64(runtime.NumGoroutine()),
-		"heap_bytes": int64(ms.HeapAlloc),
-		"sys_bytes":  int64(ms.Sys),
-	}
+	m["goroutines"] = int64(runtime.NumGoroutine())
+	m["heap_bytes"] = int64(ms.HeapAlloc)
+	m["sys_bytes"] = int64(ms.Sys)
+	return m
 }
 
 func b2i(b bool) int64 {

@@ -16,6 +16,7 @@ import (
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/reader"
 )
 
 // mountCmd is `segfs mount`.
@@ -60,7 +61,7 @@ func (c *mountCmd) reserved() int {
 	switch {
 	case c.BackgroundFetches != 0:
 		return c.MaxFetches - c.BackgroundFetches
-	case segfs.PrefetchMode(c.Prefetch) == segfs.PrefetchAll && c.MaxFetches > 1:
+	case prefetch.Mode(c.Prefetch) == prefetch.All && c.MaxFetches > 1:
 		return 1
 	}
 	return 0
@@ -90,9 +91,9 @@ func (c *mountCmd) validate() error {
 		return fmt.Errorf("--frame-cache %v: must not be negative", c.FrameCache)
 	case c.MaxFrameSize < 1 || c.MaxFrameSize > 1<<30:
 		return fmt.Errorf("--max-frame-size %v: must be between 1B and 1GiB (the format's limit)", c.MaxFrameSize)
-	case int64(c.DecodeMemory) < segfs.MinDecodeMemory(int64(c.MaxFrameSize)):
+	case int64(c.DecodeMemory) < reader.MinDecodeMemory(int64(c.MaxFrameSize)):
 		return fmt.Errorf("--decode-memory %v: must be at least %v, what one frame of --max-frame-size %v may take to decode",
-			c.DecodeMemory, byteSize(segfs.MinDecodeMemory(int64(c.MaxFrameSize))), c.MaxFrameSize)
+			c.DecodeMemory, byteSize(reader.MinDecodeMemory(int64(c.MaxFrameSize))), c.MaxFrameSize)
 	}
 	return nil
 }
@@ -145,41 +146,41 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 
 	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved()})
 	defer sched.Close()
-	reader := segfs.NewReader(store, pc, sched, segfs.ReaderConfig{
+	rd, err := reader.New(store, pc, sched, reader.Config{
 		Source:        fetcher.CacheSource(store),
 		PartSize:      int64(c.PartSize),
 		MemoryLimit:   int64(c.MemoryCache),
-		Prefetch:      segfs.PrefetchMode(c.Prefetch),
+		Prefetch:      prefetch.Mode(c.Prefetch),
 		Passthrough:   c.Passthrough,
 		DropAfterRead: c.DropAfterRead,
 		SplitSize:     int64(c.SplitSize),
-		Logger:        log,
-	})
-	defer reader.Close()
-	frames, err := segfs.NewFrameReader(reader, segfs.FrameConfig{
-		CacheBytes:   int64(c.FrameCache),
-		DecodeBytes:  int64(c.DecodeMemory),
-		MaxFrameSize: int64(c.MaxFrameSize),
+		Frames: reader.FrameConfig{
+			CacheBytes:   int64(c.FrameCache),
+			DecodeBytes:  int64(c.DecodeMemory),
+			MaxFrameSize: int64(c.MaxFrameSize),
+		},
+		Logger: log,
 	})
 	if err != nil {
 		return err
 	}
-	defer frames.Close()
+	defer rd.Close()
+
+	entries, err := reader.Entries(ctx, store, objects, c.MaxFetches, log)
+	if err != nil {
+		return err
+	}
+	root := segfs.NewRoot(entries, rd, log)
 
 	var metrics *metricsServer
 	if c.MetricsAddr != "" || c.PprofAddr != "" {
-		metrics, err = startMetrics(c.MetricsAddr, c.PprofAddr, store, reader, frames, sched, pc, log)
+		metrics, err = startMetrics(c.MetricsAddr, c.PprofAddr, store, rd, root, sched, pc, log)
 		if err != nil {
 			return err
 		}
 		defer metrics.Close()
 	}
 
-	entries, err := segfs.Entries(ctx, store, objects, c.MaxFetches, log)
-	if err != nil {
-		return err
-	}
-	root := segfs.NewRoot(entries, reader, frames, log)
 	server, err := segfs.Mount(c.Mountpoint, root, segfs.MountConfig{
 		FsName:    store.String(),
 		MaxRead:   int(c.MaxRead),
@@ -193,17 +194,12 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	if c.Passthrough {
 		if err := segfs.ProbePassthrough(server, pc.Dir()); err != nil {
 			log.Warn("--passthrough is off: segfs serves every read itself", "err", err)
-			reader.DisablePassthrough()
+			rd.DisablePassthrough()
 		}
 	}
 	log.Info("mounted", "source", store.String(), "mountpoint", c.Mountpoint,
-		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches, "passthrough", reader.Passthrough())
-	if segfs.PrefetchMode(c.Prefetch) == segfs.PrefetchAll {
-		// Queuing is quick: the fetches run on the pool.
-		if err := reader.PrefetchAll(ctx, root.Objects()); err != nil {
-			log.Warn("prefetch stopped", "err", err)
-		}
-	}
+		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches, "passthrough", rd.Passthrough())
+	rd.Serve(root.Entries())
 
 	served := make(chan struct{})
 	go func() {
@@ -217,10 +213,10 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		log.Info("signal received; unmounting", "mountpoint", c.Mountpoint)
 		// Fail reads still waiting on the remote, so that the kernel
 		// can release the mount.
-		reader.Close()
+		rd.Close()
 		unmountServer(server, c.Mountpoint, served, log)
 	}
-	logSummary(log, store, reader, pc)
+	logSummary(log, store, rd, pc)
 	return nil
 }
 
@@ -248,15 +244,15 @@ func unmountServer(server *fuse.Server, mountpoint string, served <-chan struct{
 	}
 }
 
-func logSummary(log *slog.Logger, store fetcher.Store, reader *segfs.Reader, pc *cache.Cache) {
+func logSummary(log *slog.Logger, store fetcher.Store, rd *reader.Reader, pc *cache.Cache) {
 	c := store.Counters()
-	rs := reader.Stats()
+	rs := rd.Stats()
 	cs := pc.Stats()
 	log.Info("summary",
-		"reads", rs.Reads, "read_bytes", rs.ReadBytes,
+		"reads", rs.Reads.Load(), "read_bytes", rs.ReadBytes.Load(),
 		"gets", c.Gets.Load(), "get_bytes", c.GetBytes.Load(),
 		"retries", c.Retries.Load(), "read_errors", c.ReadErrors.Load(),
-		"cache_hits", rs.DiskHits, "cache_bytes", cs.Bytes, "cache_parts", cs.Parts)
+		"cache_hits", rs.DiskHits.Load(), "cache_bytes", cs.Bytes, "cache_parts", cs.Parts)
 }
 
 // checkMountpoint fails with a clear message unless dir is an existing

@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/reader"
 	"github.com/segfs/segfs/tests/harness"
 )
 
@@ -187,7 +187,7 @@ type bounds struct {
 
 // resBounds returns the bounds for the test's mount, whose idle
 // goroutines are base. base itself holds the fixed ones: the fetch pool
-// (--max-fetches), the disk writers (segfs.DefaultWriters), the stream
+// (--max-fetches), the disk writers (reader.DefaultWriters), the stream
 // sweeper, go-fuse's serving loop, the signal and metrics goroutines;
 // it must be no more than those and 32 others (pooled connections, the
 // runtime's), far from one per listed key.
@@ -225,14 +225,14 @@ func resBounds(t *testing.T, m *harness.Mount, base int64) bounds {
 	procs := int64(max(runtime.NumCPU(), runtime.GOMAXPROCS(0)))
 	fuseLoops := min(max(procs, 2), 16) + 1
 	w := int64(resMaxFetches)
-	if fixed := w + segfs.DefaultWriters + 32; base > fixed {
+	if fixed := w + reader.DefaultWriters + 32; base > fixed {
 		t.Errorf("%d goroutines on the idle mount of %d keys, more than %d (max-fetches + writers + 32)", base, resFiles, fixed)
 	}
 	idle := base + 7*w + fuseLoops
 	return bounds{
 		idle:    idle,
 		reading: idle + requestGoroutines*(resReaders+fuseMaxBackground),
-		threads: procs + 2 + fuseLoops + segfs.DefaultWriters + w,
+		threads: procs + 2 + fuseLoops + reader.DefaultWriters + w,
 	}
 }
 

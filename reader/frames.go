@@ -1,16 +1,16 @@
-package fs
+package reader
 
 import (
 	"context"
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/segfs/segfs/compress"
+	"github.com/segfs/segfs/prefetch"
 )
 
 // FrameConfig configures a FrameReader. Zero DecodeBytes and MaxFrameSize
@@ -103,7 +103,6 @@ type FrameReader struct {
 	closed   bool               // guarded by mu
 	decoders sync.WaitGroup     // running flights; Add only under mu while !closed
 
-	hits, shared, decodes, decodedBytes, decodeNanos, rejected atomic.Int64
 	// refused holds the objects (key NUL ETag) refused for a frame past
 	// the limit and logged once: each of their reads fails alike.
 	refused sync.Map
@@ -121,51 +120,13 @@ type flight struct {
 	held    int64 // budget held for data once done, until readers is 0
 }
 
-// FrameStats is a snapshot of a FrameReader's counters.
-type FrameStats struct {
-	Hits         int64 // frames served decoded from memory
-	Shared       int64 // frames served by another read's decode (single-flight)
-	Decodes      int64 // frames decoded (successfully or not)
-	DecodedBytes int64 // logical bytes of the frames decoded successfully
-	// DecodeTime is the wall time spent in the decoder, summed over the
-	// decodes (concurrent decodes add up; a busy machine inflates it).
-	DecodeTime time.Duration
-	// Rejected counts the reads refused because their object has a
-	// frame past FrameConfig.MaxFrameSize.
-	Rejected int64
-	// DecodeWaits counts the decodes that waited for decode memory.
-	DecodeWaits int64
-	// DecodeMemory is the decode memory reserved now, DecodeMemoryPeak
-	// the most reserved at once; both at most FrameConfig.DecodeBytes.
-	DecodeMemory, DecodeMemoryPeak int64
-}
-
-// Stats returns the counters. It may be called concurrently with reads.
-func (fr *FrameReader) Stats() FrameStats {
-	held, peak := fr.budget.usage()
-	return FrameStats{
-		Hits:             fr.hits.Load(),
-		Shared:           fr.shared.Load(),
-		Decodes:          fr.decodes.Load(),
-		DecodedBytes:     fr.decodedBytes.Load(),
-		DecodeTime:       time.Duration(fr.decodeNanos.Load()),
-		Rejected:         fr.rejected.Load(),
-		DecodeWaits:      fr.budget.waits.Load(),
-		DecodeMemory:     held,
-		DecodeMemoryPeak: peak,
-	}
-}
-
-// NewFrameReader returns a FrameReader over r. Close it after use.
+// newFrameReader returns a FrameReader over r, with cfg's defaults
+// already set. Close it after use.
 //
 // The frame cache is ristretto: its TinyLFU admission keeps frames that
 // are read often while a sequential scan streams past them, and a miss
 // only costs a decode of bytes that are local by then.
-func NewFrameReader(r *Reader, cfg FrameConfig) (*FrameReader, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return nil, fmt.Errorf("frame reader: %w", err)
-	}
+func newFrameReader(r *Reader, cfg FrameConfig) (*FrameReader, error) {
 	dec, err := compress.NewDecoder()
 	if err != nil {
 		return nil, fmt.Errorf("frame reader: %w", err)
@@ -185,7 +146,7 @@ func NewFrameReader(r *Reader, cfg FrameConfig) (*FrameReader, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &FrameReader{
 		r: r, cfg: cfg, dec: dec, frames: frames,
-		budget: newDecodeBudget(cfg.DecodeBytes),
+		budget: newDecodeBudget(cfg.DecodeBytes, &r.stats),
 		ctx:    ctx, cancel: cancel,
 		flights: make(map[string]*flight),
 	}, nil
@@ -216,18 +177,18 @@ func (fr *FrameReader) Close() {
 // naming the object and the frame; nothing of it is kept. Every read of
 // an object with a frame past FrameConfig.MaxFrameSize fails with an
 // error wrapping compress.ErrFrameTooLarge, before anything is fetched.
-func (fr *FrameReader) ReadAt(ctx context.Context, e Entry, dest []byte, off int64, seq *Sequence) ([]byte, error) {
+func (fr *FrameReader) ReadAt(ctx context.Context, e Entry, dest []byte, off int64, seq *prefetch.Sequence) ([]byte, error) {
 	t := e.Table
 	if off < 0 {
 		return nil, fmt.Errorf("read %s at %d: negative offset", e.Name, off)
 	}
 	if err := t.CheckFrameLimit(fr.cfg.MaxFrameSize); err != nil {
-		fr.rejected.Add(1)
+		fr.r.stats.FrameRejected.Add(1)
 		err = fmt.Errorf("read %s: not decoded: %w", e.Obj.Key, err)
 		if _, seen := fr.refused.LoadOrStore(e.Obj.Key+"\x00"+e.Obj.ETag, true); !seen {
 			fr.r.cfg.Logger.Warn("object not readable: a frame is past --max-frame-size", "key", e.Obj.Key, "err", err)
 		}
-		return nil, loggedError{err}
+		return nil, LoggedError{err}
 	}
 	if off >= t.Size || len(dest) == 0 {
 		return dest[:0], nil
@@ -256,11 +217,11 @@ func (fr *FrameReader) ReadAt(ctx context.Context, e Entry, dest []byte, off int
 // frame returns decoded frame i of e, from memory or from a decode it
 // starts or joins. done, if not nil, must be called once the bytes are
 // no longer used: until then they stay reserved in the decode budget.
-func (fr *FrameReader) frame(ctx context.Context, e Entry, i int, seq *Sequence) (data []byte, done func(), err error) {
+func (fr *FrameReader) frame(ctx context.Context, e Entry, i int, seq *prefetch.Sequence) (data []byte, done func(), err error) {
 	key := e.Obj.Key + "\x00" + e.Obj.ETag + "\x00" + strconv.Itoa(i)
 	if fr.frames != nil {
 		if data, ok := fr.frames.Get(key); ok {
-			fr.hits.Add(1)
+			fr.r.stats.FrameHits.Add(1)
 			return data, nil, nil
 		}
 	}
@@ -282,12 +243,12 @@ func (fr *FrameReader) frame(ctx context.Context, e Entry, i int, seq *Sequence)
 }
 
 // join adds a reader to the flight of key, starting it if there is none.
-func (fr *FrameReader) join(key string, e Entry, i int, seq *Sequence) (*flight, error) {
+func (fr *FrameReader) join(key string, e Entry, i int, seq *prefetch.Sequence) (*flight, error) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fl, ok := fr.flights[key]; ok {
 		fl.readers++
-		fr.shared.Add(1)
+		fr.r.stats.FrameShared.Add(1)
 		return fl, nil
 	}
 	if fr.closed {
@@ -327,7 +288,7 @@ func (fr *FrameReader) leave(key string, fl *flight) {
 // decode reserved, the decoded bytes stay held while readers copy them;
 // the rest (compressed bytes, overrun allowance) is released before the
 // readers wake, so the budget is settled when the last of them leaves.
-func (fr *FrameReader) run(ctx context.Context, key string, fl *flight, e Entry, i int, seq *Sequence) {
+func (fr *FrameReader) run(ctx context.Context, key string, fl *flight, e Entry, i int, seq *prefetch.Sequence) {
 	defer fr.decoders.Done()
 	defer fl.cancel()
 	f := e.Table.Frames[i]
@@ -359,7 +320,7 @@ func (fr *FrameReader) run(ctx context.Context, key string, fl *flight, e Entry,
 
 // decode reserves the frame's decode cost, fetches its compressed bytes
 // and decodes them. It returns how much of the budget it holds.
-func (fr *FrameReader) decode(ctx context.Context, e Entry, i int, seq *Sequence) (data []byte, reserved int64, err error) {
+func (fr *FrameReader) decode(ctx context.Context, e Entry, i int, seq *prefetch.Sequence) (data []byte, reserved int64, err error) {
 	f := e.Table.Frames[i]
 	cost := compress.DecodeCost(f)
 	if err := fr.budget.acquire(ctx, cost); err != nil {
@@ -379,11 +340,11 @@ func (fr *FrameReader) decode(ctx context.Context, e Entry, i int, seq *Sequence
 	}
 	start := time.Now()
 	data, err = fr.dec.DecodeFrame(f, got, nil)
-	fr.decodeNanos.Add(int64(time.Since(start)))
-	fr.decodes.Add(1)
+	fr.r.stats.DecodeNanos.Add(int64(time.Since(start)))
+	fr.r.stats.FrameDecodes.Add(1)
 	if err != nil {
 		return nil, cost, fmt.Errorf("%s frame %d: %w", e.Obj.Key, i, err)
 	}
-	fr.decodedBytes.Add(int64(len(data)))
+	fr.r.stats.DecodedBytes.Add(int64(len(data)))
 	return data, cost, nil
 }

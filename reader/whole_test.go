@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/compress"
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
 )
@@ -78,57 +79,33 @@ func waitPromoted(t *testing.T, c *wholeCache, key string) {
 	}
 }
 
-// TestPassthroughModes drives a file node's opens and releases: a node
-// keeps the mode of its open handles, whatever the cache gains meanwhile.
-func TestPassthroughModes(t *testing.T) {
+// TestOpenWhole: once every part of an object is cached its whole-object
+// file is built, and OpenWhole hands it out, counted; a seekable zstd
+// entry never gets one.
+func TestOpenWhole(t *testing.T) {
 	const ps = 1000
 	store := newMemStore()
 	obj := store.put("f", randomBytes(7, 3*ps+5))
 	wc := newWholeCache(t)
-	r := newTestReader(t, store, wc, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, Passthrough: true})
-	node := &fileNode{entry: Entry{Name: "f", Obj: obj}, obj: obj, reader: r}
-	open := func() *fileHandle { h := &fileHandle{node: node}; node.acquire(h); return h }
-
-	// Nothing cached: served.
-	a := open()
-	if a.backing != nil {
-		t.Fatal("passthrough before the object was cached")
+	r := newTestReader(t, store, wc, 2, Config{PartSize: ps, Prefetch: prefetch.None, Passthrough: true})
+	e := Entry{Name: "f", Obj: obj}
+	if _, ok := r.OpenWhole(e); ok {
+		t.Fatal("a whole-object file before the object was cached")
 	}
-	// Read it whole: the stored parts ask for the build.
 	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 3*ps+5), 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitPromoted(t, wc, "f")
-	// Still open in the served mode: a second open stays served and does
-	// not even look for the whole-object file.
-	opensBefore := wc.opens
-	b := open()
-	if b.backing != nil || wc.opens != opensBefore {
-		t.Fatalf("second open beside a served handle: backing %v, %d OpenObject calls", b.backing != nil, wc.opens-opensBefore)
+	f, ok := r.OpenWhole(e)
+	if !ok {
+		t.Fatal("no whole-object file once every part is cached")
 	}
-	node.release(a)
-	node.release(b)
-
-	// Closed everywhere: passthrough, and an open beside it shares the
-	// same file.
-	c := open()
-	d := open()
-	if c.backing == nil || d.backing != c.backing {
-		t.Fatalf("after the last served handle: backing %v, shared %v", c.backing != nil, d.backing == c.backing)
+	f.Close()
+	if _, ok := r.OpenWhole(Entry{Name: "f", Obj: obj, Table: &compress.SeekTable{}}); ok {
+		t.Error("a whole-object file for a seekable zstd entry")
 	}
-	if fd, ok := c.PassthroughFd(); !ok || fd != int(c.backing.Fd()) {
-		t.Errorf("PassthroughFd = %d, %v", fd, ok)
-	}
-	node.release(c)
-	if node.backing == nil {
-		t.Error("whole-object file closed while a passthrough handle is open")
-	}
-	node.release(d)
-	if node.backing != nil || node.backingRefs != 0 || node.servedOpens != 0 {
-		t.Errorf("after every release: backing %v, %d passthrough, %d served", node.backing != nil, node.backingRefs, node.servedOpens)
-	}
-	if st := r.Stats(); st.PassthroughOpens != 1 {
-		t.Errorf("PassthroughOpens %d, want 1 (the second handle shares the file)", st.PassthroughOpens)
+	if n := r.Stats().PassthroughOpens.Load(); n != 1 {
+		t.Errorf("PassthroughOpens %d, want 1", n)
 	}
 }
 
@@ -148,15 +125,15 @@ func TestPassthroughOffAndSkipped(t *testing.T) {
 	zst := store.put("x.zst", randomBytes(9, 2*ps))
 
 	off := newWholeCache(t)
-	r := newTestReader(t, store, off, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, off, 2, Config{PartSize: ps, Prefetch: prefetch.None})
 	read(r, plain)
 	if r.Passthrough() || off.promotes != 0 {
 		t.Errorf("passthrough off: Passthrough() %v, %d builds asked", r.Passthrough(), off.promotes)
 	}
 
 	on := newWholeCache(t)
-	r = newTestReader(t, store, on, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, Passthrough: true})
-	r.NoPassthrough(zst)
+	r = newTestReader(t, store, on, 2, Config{PartSize: ps, Prefetch: prefetch.None, Passthrough: true})
+	r.Serve([]Entry{{Name: "x", Obj: zst, Table: &compress.SeekTable{}}, {Name: "plain", Obj: plain}})
 	read(r, zst)
 	read(r, plain)
 	waitPromoted(t, on, "plain")
@@ -167,8 +144,8 @@ func TestPassthroughOffAndSkipped(t *testing.T) {
 	if r.Passthrough() {
 		t.Error("Passthrough() after DisablePassthrough")
 	}
-	if _, ok := r.openWhole(plain); ok {
-		t.Error("openWhole after DisablePassthrough")
+	if _, ok := r.OpenWhole(Entry{Name: "plain", Obj: plain}); ok {
+		t.Error("OpenWhole after DisablePassthrough")
 	}
 }
 
@@ -179,7 +156,7 @@ func TestPromoterStopsOnClose(t *testing.T) {
 	store := newMemStore()
 	wc := &blockingWhole{wholeCache: newWholeCache(t), started: make(chan struct{})}
 	sched := prefetch.New(prefetch.Config{Workers: 2})
-	r := NewReader(store, wc, sched, ReaderConfig{PartSize: 1000, Passthrough: true})
+	r := mustNew(t, store, wc, sched, Config{PartSize: 1000, Passthrough: true})
 	r.promote(store.put("f", randomBytes(10, 1500)))
 	<-wc.started // a build is running, blocked until its context ends
 	r.Close()

@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func TestIdlePoolSplitsAPartFetch(t *testing.T) {
 	data := randomBytes(11, splitPart+1000) // a whole part and a short one
 	obj := store.put("f", data)
 	pc := newFakeCache()
-	r := newTestReader(t, store, pc, 8, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, pc, 8, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.None})
 
 	got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
 	if err != nil || !bytes.Equal(got, data[:splitPart]) {
@@ -52,13 +52,13 @@ func TestIdlePoolSplitsAPartFetch(t *testing.T) {
 	}
 	// Eight workers, one of them the fetch itself: seven more GETs.
 	checkRanges(t, store.rangesOf("f"), 8, splitPart)
-	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
 	st := r.Stats()
-	if st.PartsFetched != 1 || st.PartsSplit != 1 || st.SplitGets != 8 || st.FetchedBytes != splitPart {
-		t.Fatalf("stats %+v: want one part fetched, split into 8 GETs, %d bytes", st, splitPart)
+	if st.PartsFetched.Load() != 1 || st.PartsSplit.Load() != 1 || st.SplitGets.Load() != 8 || st.FetchedBytes.Load() != splitPart {
+		t.Fatalf("stats %+v: want one part fetched, split into 8 GETs, %d bytes", counters(st), splitPart)
 	}
 	pc.mu.Lock()
-	cached := pc.parts[r.cacheKey(keyOf(obj, 0))]
+	cached := pc.parts[r.cacheKey(keyOfPart(obj, 0))]
 	pc.mu.Unlock()
 	if !bytes.Equal(cached, data[:splitPart]) {
 		t.Fatalf("the cached part differs from the object's bytes")
@@ -85,7 +85,7 @@ func TestSplitIsBoundedBySplitSizeAndMaxSplit(t *testing.T) {
 		store := newMemStore()
 		data := randomBytes(12, splitPart)
 		obj := store.put("f", data)
-		r := newTestReader(t, store, newFakeCache(), 16, ReaderConfig{PartSize: splitPart, SplitSize: tc.split, Prefetch: PrefetchNone})
+		r := newTestReader(t, store, newFakeCache(), 16, Config{PartSize: splitPart, SplitSize: tc.split, Prefetch: prefetch.None})
 		got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
 		if err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("split %d: %v, or bytes differ", tc.split, err)
@@ -102,10 +102,10 @@ func TestBusyPoolFetchesWholeParts(t *testing.T) {
 	data := randomBytes(14, splitPart)
 	obj := store.put("f", data)
 	store.gate, store.gateKey = make(chan struct{}), "big"
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchOpen})
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.Open})
 	// The big file's fill holds the three workers background work may
 	// use (a quarter, one, is kept for the rest) and queues five more.
-	r.PrefetchObject(big)
+	prefetchOpen(r, big)
 	waitFor(t, func() bool { return store.inflight.Load() == 3 })
 	got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
 	if err != nil || !bytes.Equal(got, data) {
@@ -127,16 +127,16 @@ func TestSplitRangeFailureFailsThePart(t *testing.T) {
 		return nil
 	}
 	pc := newFakeCache()
-	r := newTestReader(t, store, pc, 8, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, pc, 8, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.None})
 	if _, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil); !errors.Is(err, boom) {
 		t.Fatalf("read with one range failing: %v, want %v", err, boom)
 	}
-	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
 	if n := pc.putCount(); n != 0 {
 		t.Fatalf("%d parts cached after a failed range", n)
 	}
-	if st := r.Stats(); st.FetchErrors != 1 || st.PartsFetched != 0 {
-		t.Fatalf("stats %+v: want one failed fetch, none fetched", st)
+	if st := r.Stats(); st.FetchErrors.Load() != 1 || st.PartsFetched.Load() != 0 {
+		t.Fatalf("stats %+v: want one failed fetch, none fetched", counters(st))
 	}
 	// The next read fetches the part again, whole and right.
 	store.mu.Lock()
@@ -161,16 +161,16 @@ func TestSplitPartIsCachedWithRightChecksums(t *testing.T) {
 	store := newMemStore()
 	data := randomBytes(16, 2*splitPart)
 	obj := store.put("f", data)
-	cfg := ReaderConfig{Source: "test", PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone}
+	cfg := Config{Source: "test", PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.None}
 	sched := prefetch.New(prefetch.Config{Workers: 8})
-	r := NewReader(store, pc, sched, cfg)
+	r := mustNew(t, store, pc, sched, cfg)
 	for off := int64(0); off < int64(len(data)); off += splitPart {
 		if _, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), off, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if st := r.Stats(); st.PartsSplit != 2 {
-		t.Fatalf("%d parts split, want 2", st.PartsSplit)
+	if st := r.Stats(); st.PartsSplit.Load() != 2 {
+		t.Fatalf("%d parts split, want 2", st.PartsSplit.Load())
 	}
 	r.Close()
 	sched.Close()
@@ -180,14 +180,14 @@ func TestSplitPartIsCachedWithRightChecksums(t *testing.T) {
 	store.mu.Unlock()
 	sched = prefetch.New(prefetch.Config{Workers: 8})
 	defer sched.Close()
-	r = NewReader(store, pc, sched, cfg)
+	r = mustNew(t, store, pc, sched, cfg)
 	defer r.Close()
 	got, err := r.ReadAt(context.Background(), obj, make([]byte, len(data)), 0, nil)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read from the disk cache: %v, or bytes differ", err)
 	}
-	if st := r.Stats(); st.DiskHits != 2 || st.PartsFetched != 0 {
-		t.Fatalf("stats %+v: want both parts from the disk, nothing fetched", st)
+	if st := r.Stats(); st.DiskHits.Load() != 2 || st.PartsFetched.Load() != 0 {
+		t.Fatalf("stats %+v: want both parts from the disk, nothing fetched", counters(st))
 	}
 	if cs := pc.Stats(); cs.CorruptRemoved != 0 {
 		t.Fatalf("%d parts found damaged", cs.CorruptRemoved)
@@ -202,7 +202,7 @@ func TestCloseEndsASplitFetch(t *testing.T) {
 	obj := store.put("f", randomBytes(17, splitPart))
 	store.gate = make(chan struct{}) // never opens
 	sched := prefetch.New(prefetch.Config{Workers: 8})
-	r := NewReader(store, newFakeCache(), sched, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	r := mustNew(t, store, newFakeCache(), sched, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.None})
 	var wg sync.WaitGroup
 	var readErr error
 	wg.Go(func() {
@@ -237,7 +237,7 @@ func TestConcurrentSplitsDoNotDeadlock(t *testing.T) {
 	data := randomBytes(18, parts*splitPart)
 	obj := store.put("f", data)
 	store.latency = time.Millisecond
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.None})
 	var wg sync.WaitGroup
 	errs := make(chan error, parts)
 	for i := range parts {
@@ -245,7 +245,7 @@ func TestConcurrentSplitsDoNotDeadlock(t *testing.T) {
 		case i == 1:
 			// The first reader came alone to an idle pool: its fetch
 			// splits, and the others arrive while its ranges run.
-			waitFor(t, func() bool { return r.Stats().PartsSplit >= 1 })
+			waitFor(t, func() bool { return r.Stats().PartsSplit.Load() >= 1 })
 		case i%4 == 0:
 			time.Sleep(time.Millisecond) // readers arrive in small waves
 		}
@@ -273,9 +273,9 @@ func TestConcurrentSplitsDoNotDeadlock(t *testing.T) {
 	}
 	checkRanges(t, store.rangesOf("f"), len(store.rangesOf("f")), int64(len(data)))
 	st := r.Stats()
-	t.Logf("%d parts fetched, %d split into %d GETs", st.PartsFetched, st.PartsSplit, st.SplitGets)
-	if st.PartsFetched != parts || st.PartsSplit == 0 {
-		t.Fatalf("stats %+v: want %d parts fetched, some split", st, parts)
+	t.Logf("%d parts fetched, %d split into %d GETs", st.PartsFetched.Load(), st.PartsSplit.Load(), st.SplitGets.Load())
+	if st.PartsFetched.Load() != parts || st.PartsSplit.Load() == 0 {
+		t.Fatalf("stats %+v: want %d parts fetched, some split", counters(st), parts)
 	}
 }
 
@@ -288,7 +288,7 @@ func TestSplitFetchTakesBackItsQueuedRanges(t *testing.T) {
 	store := newMemStore()
 	data := randomBytes(19, splitPart)
 	obj := store.put("f", data)
-	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.None})
 	release, started := make(chan struct{}), make(chan struct{})
 	r.beforeSplit = func() {
 		r.sched.Submit("other", prefetch.Demand, func(ctx context.Context) {
@@ -333,7 +333,7 @@ func TestJoiningReaderRaisesQueuedRanges(t *testing.T) {
 	store.gate, store.gateKey = make(chan struct{}), "f" // every GET of f waits
 	// Four workers, one kept from background work: the part's fetch and
 	// its two ranges may use three.
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: PrefetchOpen})
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.Open})
 	release := make(chan struct{})
 	defer close(release)
 	r.beforeSplit = func() {

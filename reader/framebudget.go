@@ -1,10 +1,9 @@
-package fs
+package reader
 
 import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -18,14 +17,14 @@ type decodeBudget struct {
 	size int64
 	sem  *semaphore.Weighted
 
-	waits atomic.Int64 // reservations that had to wait
+	stats *Stats // DecodeWaits, DecodeMemory and DecodeMemoryPeak
 
 	mu         sync.Mutex
 	held, peak int64 // guarded by mu
 }
 
-func newDecodeBudget(size int64) *decodeBudget {
-	return &decodeBudget{size: size, sem: semaphore.NewWeighted(size)}
+func newDecodeBudget(size int64, stats *Stats) *decodeBudget {
+	return &decodeBudget{size: size, sem: semaphore.NewWeighted(size), stats: stats}
 }
 
 // acquire reserves n bytes, waiting until they are free or ctx is done.
@@ -36,7 +35,7 @@ func (b *decodeBudget) acquire(ctx context.Context, n int64) error {
 		return fmt.Errorf("decode of %d bytes exceeds the whole decode budget of %d", n, b.size)
 	}
 	if !b.sem.TryAcquire(n) {
-		b.waits.Add(1)
+		b.stats.DecodeWaits.Add(1)
 		if err := b.sem.Acquire(ctx, n); err != nil {
 			return fmt.Errorf("waiting for %d bytes of decode budget: %w", n, err)
 		}
@@ -44,6 +43,8 @@ func (b *decodeBudget) acquire(ctx context.Context, n int64) error {
 	b.mu.Lock()
 	b.held += n
 	b.peak = max(b.peak, b.held)
+	b.stats.DecodeMemory.Store(b.held)
+	b.stats.DecodeMemoryPeak.Store(b.peak)
 	b.mu.Unlock()
 	return nil
 }
@@ -55,13 +56,7 @@ func (b *decodeBudget) release(n int64) {
 	}
 	b.mu.Lock()
 	b.held -= n
+	b.stats.DecodeMemory.Store(b.held)
 	b.mu.Unlock()
 	b.sem.Release(n)
-}
-
-// usage returns the bytes reserved now and the most reserved at once.
-func (b *decodeBudget) usage() (held, peak int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.held, b.peak
 }

@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"errors"
@@ -15,12 +15,19 @@ var ErrInternal = errors.New("segfs internal error")
 // error in *err that wraps ErrInternal and carries the stack. Every
 // goroutine that runs on a remote object's bytes or its listed size
 // defers it around that work: the part and range fetches and a split
-// fetch's ranges (fetch.go, split.go), the halves of a small read across
-// a part border (reader.go), frame decodes (frames.go), and, through
-// fileNode.recoverRead, the FUSE read handler. Bad input must cost one
-// request, never the daemon.
+// fetch's ranges (calls.go, ranges.go, split.go), the halves of a small
+// read across a part border (reader.go), frame decodes (frames.go), and,
+// in the FUSE edge, the read handler. Bad input must cost one request,
+// never the daemon.
 func catchPanic(err *error, what string) {
 	if p := recover(); p != nil {
 		*err = fmt.Errorf("%s: %w: %v\n%s", what, ErrInternal, p, debug.Stack())
 	}
 }
+
+// LoggedError marks an error whose cause was logged once already where
+// it was found (an object refused for good): every read of it fails
+// alike, and the edge logs them at debug level only.
+type LoggedError struct{ error }
+
+func (e LoggedError) Unwrap() error { return e.error }

@@ -1,21 +1,22 @@
-package fs
+package reader
 
 import "container/list"
 
 // memTier keeps whole parts in memory, least recently used evicted first,
 // within a byte bound. The Reader uses it for parts the disk cache
-// refused, so that a full disk costs no refetch per read. Not safe for
+// refused, so that a full disk costs no refetch per read. It holds one
+// ref of each part's buffer while it keeps the part. Not safe for
 // concurrent use: Reader.mu guards it.
 type memTier struct {
 	limit int64
-	bytes int64
+	bytes int64     // INVARIANT: the sum of cap(data) of the parts kept, at most limit
 	lru   list.List // of *memPart, most recently used first
 	parts map[partKey]*list.Element
 }
 
 type memPart struct {
-	key  partKey
-	data []byte
+	key partKey
+	buf *partBuf
 }
 
 func newMemTier(limit int64) memTier {
@@ -35,27 +36,34 @@ func (m *memTier) copyOut(k partKey, p []byte, off int64) bool {
 		return false
 	}
 	m.lru.MoveToFront(el)
-	copy(p, el.Value.(*memPart).data[off:])
+	copy(p, el.Value.(*memPart).buf.data[off:])
 	return true
 }
 
-// keep adds a part, evicting the least recently used to stay in bounds. A
-// part larger than the bound is not kept. data is retained, and counted by
-// its capacity: the memory it holds.
-func (m *memTier) keep(k partKey, data []byte) {
-	size := int64(cap(data))
+// keepLocked adds a part, evicting the least recently used to stay in
+// bounds, and takes a ref of its buffer. A part larger than the bound is
+// not kept. It reports whether it kept the part. r.mu must be held.
+func (r *Reader) keepLocked(k partKey, b *partBuf) bool {
+	m := &r.mem
+	size := int64(cap(b.data))
 	if size > m.limit || m.has(k) {
-		return
+		return false
 	}
 	for m.bytes+size > m.limit {
 		old := m.lru.Remove(m.lru.Back()).(*memPart)
 		delete(m.parts, old.key)
-		m.bytes -= int64(cap(old.data))
+		m.bytes -= int64(cap(old.buf.data))
+		r.releaseLocked(old.buf)
 	}
-	m.parts[k] = m.lru.PushFront(&memPart{key: k, data: data})
+	r.retainLocked(b)
+	m.parts[k] = m.lru.PushFront(&memPart{key: k, buf: b})
 	m.bytes += size
+	r.stats.MemoryBytes.Store(m.bytes)
+	return true
 }
 
+// clear forgets every part, without recycling their buffers: the Reader
+// is closed.
 func (m *memTier) clear() {
 	m.lru.Init()
 	clear(m.parts)

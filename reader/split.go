@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"context"
@@ -12,19 +12,16 @@ import (
 // Splitting a part fetch.
 //
 // A part is one GET, and a GET's time is its first byte's latency plus
-// its bytes at one connection's rate: on the bench's default remote (20
-// ms, 64 MB/s per connection) about 150 ms for 8 MiB, against about 35 ms
-// for 1 MiB. When the pool has idle workers, a reader waiting on one part
-// waits for one connection while the others do nothing: the first read
-// of a file, each file of one part that `cp -r` opens in turn (most of a
-// shard's files, one after another), a stream's first parts before its
-// readahead window has grown. So a part fetch that finds workers that
-// nothing else is waiting for (Scheduler.Spare at its priority) splits
-// its part into that many more ranges, of at least SplitSize bytes, and
-// submits them as tasks of its own group and priority; it fetches the
-// first range itself. A part fetch never takes a worker from queued work,
-// so a pool kept busy (a --prefetch all sweep, a file's background fill)
-// fetches whole parts as before.
+// its bytes at one connection's rate, so a reader waiting on one part
+// waits for one connection while idle workers do nothing: the first read
+// of a file, each small file that a copy opens in turn, a stream's first
+// parts before its readahead window has grown. So a part fetch that finds
+// workers that nothing else is waiting for (Scheduler.Spare at its
+// priority) splits its part into that many more ranges, of at least
+// SplitSize bytes, and submits them as tasks of its own group and
+// priority; it fetches the first range itself. A part fetch never takes a
+// worker from queued work, so a pool kept busy (a --prefetch all sweep, a
+// file's background fill) fetches whole parts.
 //
 // A reader that comes to wait on a part whose fetch split raises the
 // ranges with the part, so a range still queued at background priority
@@ -60,8 +57,8 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 	if r.beforeSplit != nil {
 		r.beforeSplit()
 	}
-	r.stats.partsSplit.Add(1)
-	r.stats.splitGets.Add(int64(len(ranges)))
+	r.stats.PartsSplit.Add(1)
+	r.stats.SplitGets.Add(int64(len(ranges)))
 	subs := make([]*subRange, len(ranges)-1)
 	tasks := make([]*prefetch.Task, len(subs))
 	for i, rg := range ranges[1:] {
@@ -76,7 +73,7 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 		})
 	}
 	// A reader that comes to wait on the part raises its ranges with it
-	// (startPartIn); a raise that comes before this sees the part's task
+	// (newCall); a raise that comes before this sees the part's task
 	// only, so raise the ranges to what the part has reached meanwhile.
 	r.mu.Lock()
 	call.ranges = tasks

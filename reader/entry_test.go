@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -131,8 +130,8 @@ func TestFrameReaderStats(t *testing.T) {
 	}
 	t.Cleanup(func() { pc.Close() })
 	sched := prefetch.New(prefetch.Config{Workers: 2})
-	r := NewReader(store, pc, sched, ReaderConfig{Source: "test", PartSize: 64 << 10, Prefetch: "none"})
-	fr, err := NewFrameReader(r, FrameConfig{CacheBytes: 1 << 20})
+	r := mustNew(t, store, pc, sched, Config{Source: "test", PartSize: 64 << 10, Prefetch: "none"})
+	fr, err := newTestFrames(r, FrameConfig{CacheBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,16 +147,16 @@ func TestFrameReaderStats(t *testing.T) {
 	if err != nil || !bytes.Equal(got, logical[3<<10:9<<10]) {
 		t.Fatalf("read: %v, or bytes differ", err)
 	}
-	st := fr.Stats()
-	if st.Decodes != 3 || st.DecodedBytes != 12<<10 || st.DecodeTime <= 0 || st.Hits != 0 {
-		t.Errorf("after a cold read: %+v, want 3 decodes of 12 KiB in a positive time, no hits", st)
+	st := fr.r.Stats()
+	if st.FrameDecodes.Load() != 3 || st.DecodedBytes.Load() != 12<<10 || st.DecodeNanos.Load() <= 0 || st.FrameHits.Load() != 0 {
+		t.Errorf("after a cold read: %+v, want 3 decodes of 12 KiB in a positive time, no hits", counters(st))
 	}
 	fr.frames.Wait() // ristretto admits asynchronously
 	if _, err := fr.ReadAt(context.Background(), entries[0], buf, 3<<10, nil); err != nil {
 		t.Fatal(err)
 	}
-	if st2 := fr.Stats(); st2.Decodes != 3 || st2.Hits != 3 {
-		t.Errorf("after the same read again: %+v, want no new decode and 3 hits", st2)
+	if st2 := fr.r.Stats(); st2.FrameDecodes.Load() != 3 || st2.FrameHits.Load() != 3 {
+		t.Errorf("after the same read again: %+v, want no new decode and 3 hits", counters(st2))
 	}
 }
 
@@ -173,8 +172,8 @@ func newFrameTest(t *testing.T, obj []byte, cfg FrameConfig) (*memStore, Entry, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newTestReader(t, store, newFakeCache(), 16, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone})
-	fr, err := NewFrameReader(r, cfg)
+	r := newTestReader(t, store, newFakeCache(), 16, Config{PartSize: 64 << 10, Prefetch: prefetch.None})
+	fr, err := newTestFrames(r, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,17 +229,17 @@ func TestFrameReaderHugeFrame(t *testing.T) {
 		if !errors.Is(err, compress.ErrFrameTooLarge) {
 			t.Fatalf("read %d: %v, want ErrFrameTooLarge", i, err)
 		}
-		if errno := toErrno(slog.New(slog.DiscardHandler), "read", e.Obj.Key, err); errno != syscall.EIO {
-			t.Errorf("read %d: errno %v, want EIO", i, errno)
+		if !errors.As(err, new(LoggedError)) {
+			t.Errorf("read %d: %v is not marked as logged already", i, err)
 		}
 	}
 	t.Log(errs[0])
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
 		t.Errorf("three refused reads allocated %d bytes", alloc)
 	}
-	st := fr.Stats()
-	if st.Rejected != 3 || st.Decodes != 0 || st.DecodeMemoryPeak != 0 || store.calls.Load() != calls {
-		t.Errorf("stats %+v, %d fetches; want 3 rejected reads, nothing fetched, reserved or decoded", st, store.calls.Load()-calls)
+	st := fr.r.Stats()
+	if st.FrameRejected.Load() != 3 || st.FrameDecodes.Load() != 0 || st.DecodeMemoryPeak.Load() != 0 || store.calls.Load() != calls {
+		t.Errorf("stats %+v, %d fetches; want 3 rejected reads, nothing fetched, reserved or decoded", counters(st), store.calls.Load()-calls)
 	}
 }
 
@@ -267,7 +266,7 @@ func TestFrameReaderSharesDecodes(t *testing.T) {
 	}
 	// The first read starts the decode, which waits at the store; the
 	// others join it.
-	waitFor(t, func() bool { return fr.Stats().Shared == readers-1 })
+	waitFor(t, func() bool { return fr.r.Stats().FrameShared.Load() == readers-1 })
 	release()
 	wg.Wait()
 	for i := range readers {
@@ -275,14 +274,14 @@ func TestFrameReaderSharesDecodes(t *testing.T) {
 			t.Fatalf("read %d: %v, or bytes differ", i, errs[i])
 		}
 	}
-	if st := fr.Stats(); st.Decodes != 1 || st.DecodedBytes != frameSize || st.DecodeMemory != 0 {
-		t.Errorf("after %d concurrent reads: %+v, want one decode and no budget held", readers, st)
+	if st := fr.r.Stats(); st.FrameDecodes.Load() != 1 || st.DecodedBytes.Load() != frameSize || st.DecodeMemory.Load() != 0 {
+		t.Errorf("after %d concurrent reads: %+v, want one decode and no budget held", readers, counters(st))
 	}
 	if _, err := fr.ReadAt(context.Background(), e, make([]byte, 1), 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if st := fr.Stats(); st.Decodes != 2 || st.Hits != 0 {
-		t.Errorf("a later read of a frame larger than the cache: %+v, want a second decode", st)
+	if st := fr.r.Stats(); st.FrameDecodes.Load() != 2 || st.FrameHits.Load() != 0 {
+		t.Errorf("a later read of a frame larger than the cache: %+v, want a second decode", counters(st))
 	}
 }
 
@@ -316,14 +315,14 @@ func TestFrameReaderDecodeBudget(t *testing.T) {
 	// Either the second decode waits for the budget, or (were there no
 	// budget) both fetch at once.
 	waitFor(t, func() bool {
-		return fr.Stats().DecodeWaits >= 1 || (fetched(store, e, f0) && fetched(store, e, f2))
+		return fr.r.Stats().DecodeWaits.Load() >= 1 || (fetched(store, e, f0) && fetched(store, e, f2))
 	})
 	release()
 	wg.Wait()
-	st := fr.Stats()
-	t.Logf("budget %d: %+v", budget, st)
-	if st.DecodeMemoryPeak > budget || st.DecodeMemoryPeak < compress.DecodeCost(f0) || st.DecodeMemory != 0 || st.Decodes != 2 {
-		t.Errorf("stats %+v: want two decodes, at most %d bytes reserved at once, none left", st, budget)
+	st := fr.r.Stats()
+	t.Logf("budget %d: %+v", budget, counters(st))
+	if st.DecodeMemoryPeak.Load() > budget || st.DecodeMemoryPeak.Load() < compress.DecodeCost(f0) || st.DecodeMemory.Load() != 0 || st.FrameDecodes.Load() != 2 {
+		t.Errorf("stats %+v: want two decodes, at most %d bytes reserved at once, none left", counters(st), budget)
 	}
 }
 
@@ -344,7 +343,7 @@ func TestFrameReaderInterrupted(t *testing.T) {
 		_, err := fr.ReadAt(ctx, e, make([]byte, 10), 0, nil)
 		interrupted <- err
 	}()
-	waitFor(t, func() bool { return fr.Stats().DecodeMemory > 0 }) // the decode waits at the store
+	waitFor(t, func() bool { return fr.r.Stats().DecodeMemory.Load() > 0 }) // the decode waits at the store
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		got, err := fr.ReadAt(context.Background(), e, make([]byte, 10), 5, nil)
@@ -352,7 +351,7 @@ func TestFrameReaderInterrupted(t *testing.T) {
 			t.Errorf("the other reader: %v, or bytes differ", err)
 		}
 	})
-	waitFor(t, func() bool { return fr.Stats().Shared == 1 })
+	waitFor(t, func() bool { return fr.r.Stats().FrameShared.Load() == 1 })
 	cancel()
 	if err := <-interrupted; !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted reader: %v, want context.Canceled", err)
@@ -368,19 +367,19 @@ func TestFrameReaderInterrupted(t *testing.T) {
 		_, err := fr.ReadAt(ctx, e, make([]byte, 10), 64<<10, nil)
 		interrupted <- err
 	}()
-	waitFor(t, func() bool { return fr.Stats().DecodeMemory > 0 })
+	waitFor(t, func() bool { return fr.r.Stats().DecodeMemory.Load() > 0 })
 	cancel()
 	if err := <-interrupted; !errors.Is(err, context.Canceled) {
 		t.Fatalf("lone interrupted reader: %v", err)
 	}
-	waitFor(t, func() bool { return fr.Stats().DecodeMemory == 0 })
+	waitFor(t, func() bool { return fr.r.Stats().DecodeMemory.Load() == 0 })
 	release()
 	got, err := fr.ReadAt(context.Background(), e, make([]byte, 10), 64<<10, nil)
 	if err != nil || !bytes.Equal(got, data[64<<10:64<<10+10]) {
 		t.Fatalf("read after the abandoned decode: %v", err)
 	}
-	if st := fr.Stats(); st.Decodes != 2 {
-		t.Errorf("stats %+v: want the shared decode and the fresh one (the abandoned one never decoded)", st)
+	if st := fr.r.Stats(); st.FrameDecodes.Load() != 2 {
+		t.Errorf("stats %+v: want the shared decode and the fresh one (the abandoned one never decoded)", counters(st))
 	}
 }
 
@@ -397,7 +396,7 @@ func TestFrameReaderClose(t *testing.T) {
 		_, err := fr.ReadAt(context.Background(), e, make([]byte, 10), 0, nil)
 		failed <- err
 	}()
-	waitFor(t, func() bool { return fr.Stats().DecodeMemory > 0 }) // the decode waits at the store
+	waitFor(t, func() bool { return fr.r.Stats().DecodeMemory.Load() > 0 }) // the decode waits at the store
 	fr.Close()
 	if err := <-failed; !errors.Is(err, ErrClosed) {
 		t.Fatalf("read in progress at Close: %v, want ErrClosed", err)
@@ -409,7 +408,7 @@ func TestFrameReaderClose(t *testing.T) {
 }
 
 func TestFrameConfig(t *testing.T) {
-	r := newTestReader(t, newMemStore(), newFakeCache(), 1, ReaderConfig{})
+	r := newTestReader(t, newMemStore(), newFakeCache(), 1, Config{})
 	for _, tc := range []struct {
 		cfg FrameConfig
 		ok  bool
@@ -422,7 +421,7 @@ func TestFrameConfig(t *testing.T) {
 		{FrameConfig{DecodeBytes: MinDecodeMemory(compress.DefaultFrameLimit)}, true},
 		{FrameConfig{MaxFrameSize: 32 << 20}, false}, // the default budget holds no frame that large
 	} {
-		fr, err := NewFrameReader(r, tc.cfg)
+		fr, err := newTestFrames(r, tc.cfg)
 		if (err == nil) != tc.ok {
 			t.Errorf("NewFrameReader(%+v) = %v, want ok %v", tc.cfg, err, tc.ok)
 		}
@@ -473,12 +472,12 @@ func TestFrameReaderHoldsUntilCopied(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data[4<<10:8<<10]) || done == nil {
 		t.Fatalf("frame 1: %v, or bytes differ", err)
 	}
-	if st := fr.Stats(); st.DecodeMemory != e.Table.Frames[1].Size {
-		t.Errorf("while the frame is in use: %d bytes reserved, want its size %d", st.DecodeMemory, e.Table.Frames[1].Size)
+	if st := fr.r.Stats(); st.DecodeMemory.Load() != e.Table.Frames[1].Size {
+		t.Errorf("while the frame is in use: %d bytes reserved, want its size %d", st.DecodeMemory.Load(), e.Table.Frames[1].Size)
 	}
 	done()
-	if st := fr.Stats(); st.DecodeMemory != 0 {
-		t.Errorf("once it is done: %d bytes reserved", st.DecodeMemory)
+	if st := fr.r.Stats(); st.DecodeMemory.Load() != 0 {
+		t.Errorf("once it is done: %d bytes reserved", st.DecodeMemory.Load())
 	}
 }
 
@@ -493,8 +492,8 @@ func TestRefusedObjectLogsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone, Logger: log})
-	fr, err := NewFrameReader(r, FrameConfig{})
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: 64 << 10, Prefetch: prefetch.None, Logger: log})
+	fr, err := newTestFrames(r, FrameConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,8 +501,8 @@ func TestRefusedObjectLogsOnce(t *testing.T) {
 	e := Entry{Name: "x.fdt", Obj: o, Table: tab}
 	for i := range 3 {
 		_, err := fr.ReadAt(context.Background(), e, make([]byte, 1), int64(i), nil)
-		if errno := toErrno(log, "read", o.Key, err); errno != syscall.EIO {
-			t.Fatalf("read %d: errno %v (%v), want EIO", i, errno, err)
+		if !errors.Is(err, compress.ErrFrameTooLarge) || !errors.As(err, new(LoggedError)) {
+			t.Fatalf("read %d: %v, want ErrFrameTooLarge marked as logged already (the edge logs it at debug)", i, err)
 		}
 	}
 	if n := warns.n.Load(); n != 1 {
@@ -523,3 +522,22 @@ func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
 }
 func (w *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return w }
 func (w *warnCounter) WithGroup(string) slog.Handler      { return w }
+
+func TestValidName(t *testing.T) {
+	for key, want := range map[string]bool{
+		"a":            true,
+		"a/b/c.fdt":    true,
+		"with space/ü": true,
+		"":             false,
+		"/abs":         false,
+		"a/../b":       false,
+		"..":           false,
+		"a//b":         false,
+		"./a":          false,
+		"dir/":         false,
+	} {
+		if got := ValidName(key); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v", key, got, want)
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
 )
 
 // An object whose listing claims a huge size costs an open a window of
@@ -19,14 +20,14 @@ func TestOpenOfAHugeObjectQueuesAWindow(t *testing.T) {
 			store.gate = make(chan struct{}) // nothing completes
 			const ps = 8 << 20
 			huge := fetcher.Object{Key: "huge", ETag: `"1"`, Size: 1 << 40} // 131,072 parts claimed
-			r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps})
+			r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: ps})
 			if mode == "open" {
-				r.PrefetchObject(huge)
-			} else if err := r.PrefetchAll(context.Background(), []fetcher.Object{huge}); err != nil {
-				t.Fatal(err)
+				prefetchOpen(r, huge)
+			} else {
+				sweep(r, []fetcher.Object{huge})
 			}
 			// The first part as readahead plus the fill's window.
-			if got, want := r.Stats().InflightParts, int64(4+1); got > want { // 4 workers
+			if got, want := r.Stats().InflightParts.Load(), int64(4+1); got > want { // 4 workers
 				t.Fatalf("%d part fetches queued or running after the open of a 1 TiB object; want at most %d", got, want)
 			}
 			close(store.gate)
@@ -46,11 +47,9 @@ func TestSweepOfManyObjectsQueuesAWindow(t *testing.T) {
 	gate := make(chan struct{})
 	store.gate = gate
 	pc := newFakeCache()
-	r := newTestReader(t, store, pc, 4, ReaderConfig{PartSize: ps})
-	if err := r.PrefetchAll(context.Background(), objs); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := r.Stats().InflightParts, int64(4); got > want { // 4 workers
+	r := newTestReader(t, store, pc, 4, Config{PartSize: ps})
+	sweep(r, objs)
+	if got, want := r.Stats().InflightParts.Load(), int64(4); got > want { // 4 workers
 		t.Fatalf("%d part fetches queued or running after queuing a sweep of 300 objects; want at most %d", got, want)
 	}
 	close(gate)
@@ -70,13 +69,13 @@ func TestFillScansPastCachedParts(t *testing.T) {
 	data := randomBytes(3, parts*ps+7)
 	obj := store.put("f", data)
 	pc := newFakeCache()
-	r := newTestReader(t, store, pc, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, pc, 2, Config{PartSize: ps, Prefetch: prefetch.None})
 	for i := int64(0); i < parts; i++ { // every part but the short last one
-		if err := pc.Put(context.Background(), r.cacheKey(keyOf(obj, i)), data[i*ps:(i+1)*ps]); err != nil {
+		if err := pc.Put(context.Background(), r.cacheKey(keyOfPart(obj, i)), data[i*ps:(i+1)*ps]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r.PrefetchObject(obj)
+	prefetchOpen(r, obj)
 	waitFor(t, allCached(r, pc, obj, parts+1))
 	if n := store.calls.Load(); n != 1 {
 		t.Fatalf("%d remote reads; want 1, for the one part not cached", n)
@@ -97,7 +96,7 @@ func TestReaderAfterAFailedFetchFetchesAgain(t *testing.T) {
 	obj := store.put("f", data)
 	boom := errors.New("connection reset")
 	store.fail = boom
-	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None})
 	type result struct {
 		data []byte
 		err  error
@@ -136,7 +135,7 @@ func TestPanickingFetchFailsOnlyItsReads(t *testing.T) {
 	bad := store.put("bad", randomBytes(5, 4*ps))
 	goodData := randomBytes(6, 4*ps)
 	good := store.put("good", goodData)
-	r := newTestReader(t, panicStore{store}, newFakeCache(), 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone})
+	r := newTestReader(t, panicStore{store}, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None})
 	for _, n := range []int{ps, 10} { // a whole part, and a small read's own-range GET
 		if _, err := r.ReadAt(context.Background(), bad, make([]byte, n), 0, nil); !errors.Is(err, ErrInternal) {
 			t.Fatalf("read of %d bytes of the object whose fetch panics: %v, want ErrInternal", n, err)
@@ -166,9 +165,9 @@ func TestFillStopsAtAFailedPart(t *testing.T) {
 	const ps = 1024
 	obj := store.put("f", randomBytes(7, 100*ps))
 	store.fail = errors.New("416 range not satisfiable")
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps})
-	r.PrefetchObject(obj)
-	waitFor(t, func() bool { return r.Stats().InflightParts == 0 && r.Stats().FillsAbandoned == 1 })
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: ps})
+	prefetchOpen(r, obj)
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 && r.Stats().FillsAbandoned.Load() == 1 })
 	if n := store.calls.Load(); n > 4+1 {
 		t.Fatalf("%d GETs of an object whose every part fails; want at most the window and the first part", n)
 	}
@@ -182,7 +181,7 @@ func TestFailedReadCostsOneGet(t *testing.T) {
 	const ps = 1024
 	boom := errors.New("connection reset")
 	store.fail = boom
-	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None})
 	published := make(chan struct{}, 1)
 	r.afterPublish = func(*partCall) { published <- struct{}{} }
 	// The reader goes on only once its fetch has failed and woken its
@@ -209,12 +208,12 @@ func TestPanickingSplitAndSmallReadsFailOnlyTheirReads(t *testing.T) {
 	bad := store.put("bad", randomBytes(8, 2*ps))
 	goodData := randomBytes(9, 2*ps)
 	good := store.put("good", goodData)
-	r := newTestReader(t, panicStore{store}, newFakeCache(), 8, ReaderConfig{PartSize: ps, SplitSize: 64 << 10, Prefetch: PrefetchNone})
+	r := newTestReader(t, panicStore{store}, newFakeCache(), 8, Config{PartSize: ps, SplitSize: 64 << 10, Prefetch: prefetch.None})
 	if _, err := r.ReadAt(context.Background(), bad, make([]byte, ps), 0, nil); !errors.Is(err, ErrInternal) {
 		t.Fatalf("split part read: %v, want ErrInternal", err)
 	}
-	if st := r.Stats(); st.PartsSplit == 0 {
-		t.Fatalf("the part fetch did not split: %+v", st)
+	if st := r.Stats(); st.PartsSplit.Load() == 0 {
+		t.Fatalf("the part fetch did not split: %+v", counters(st))
 	}
 	if _, err := r.ReadAt(context.Background(), bad, make([]byte, 8<<10), ps-4<<10, nil); !errors.Is(err, ErrInternal) {
 		t.Fatalf("small read across the part border: %v, want ErrInternal", err)

@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func Entries(ctx context.Context, store fetcher.Store, objects []fetcher.Object,
 	for i := range entries {
 		e := &entries[i]
 		name, ok := strings.CutSuffix(e.Obj.Key, CompressedSuffix)
-		if !ok || name == "" || strings.HasSuffix(name, "/") || !validKey(e.Obj.Key) {
+		if !ok || name == "" || strings.HasSuffix(name, "/") || !ValidName(e.Obj.Key) {
 			continue
 		}
 		g.Go(func() error {
@@ -149,4 +149,19 @@ func readSeekTable(ctx context.Context, store fetcher.Store, obj fetcher.Object)
 		return t, err
 	}
 	return nil, fmt.Errorf("seek table of %s: still short after a second read", obj.Key)
+}
+
+// ValidName reports whether key is a clean relative path that names a file
+// below the root: no empty, "." or ".." elements, no leading slash, and no
+// element longer than the kernel accepts.
+func ValidName(key string) bool {
+	if key == "" || strings.HasPrefix(key, "/") || strings.HasSuffix(key, "/") {
+		return false
+	}
+	for _, name := range strings.Split(key, "/") {
+		if name == "" || name == "." || name == ".." || len(name) > 255 || strings.ContainsRune(name, 0) {
+			return false
+		}
+	}
+	return true
 }

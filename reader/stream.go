@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"errors"
@@ -12,17 +12,12 @@ import (
 //
 // A part fetched before its reader arrives is stored and its buffer
 // recycled, and the reader then reads it back from the disk cache. For a
-// sequential reader slower than the remote (a copy on a busy machine) that
-// is every part: the background fill of an opened file runs ahead of it,
-// and each 1 MiB read waits for the disk and checks its blocks again,
-// while the fill's writes compete for the same disk. Measured on the
-// default bench profile (docs/BENCH.md): 1011-1022 of the cold sequential
-// case's 1024 reads came from the disk. Following the reader took them to
-// 0-4, segfs's CPU for the case down by about a quarter, and its speed
-// from a median of 269 to 306 MB/s.
-//
-// So while a handle reads an object sequentially (its stream), the Reader
-// follows it:
+// sequential reader slower than the remote (a copy on a busy machine)
+// that is every part: the background fill of an opened file runs ahead
+// of it, each read waits for the disk and checks its blocks again, and
+// the fill's writes compete for the same disk (docs/BENCH.md has the
+// figures). So while a handle reads an object sequentially (its stream),
+// the Reader follows it:
 //
 //   - The object's background fill, queued at open, is taken back: its
 //     queued fetches past the readahead's reach are cancelled and its
@@ -32,11 +27,11 @@ import (
 //     else), so every part still gets fetched.
 //   - A part fetched for the stream, from the one it reads to the end of
 //     its readahead's reach (MaxReadahead parts after it), is kept in
-//     memory (held) after it is stored, until the stream reads past it.
-//     The held parts and the part fetches receiving, together, stay within
-//     MaxReadahead+1 parts: what the readahead of one stream has in
-//     flight at most. A held part takes no more memory than its fetch
-//     did, and other files' fetches (a --prefetch all fill beside a copy)
+//     memory (held: the stream takes a ref of its buffer) after it is
+//     stored, until the stream reads past it. The held parts and the part
+//     fetches receiving, together, stay within MaxReadahead+1 parts: what
+//     the readahead of one stream has in flight at most. A held part
+//     takes no more memory than its fetch did, and other files' fetches
 //     leave less room to hold.
 //
 // One stream per object: a second handle reading the same object
@@ -53,11 +48,11 @@ var errFillPaused = errors.New("background fill paused for a sequential reader")
 // stream is the sequential reader of one object that the Reader follows.
 // Guarded by Reader.mu.
 type stream struct {
-	owner *Sequence
+	owner *prefetch.Sequence
 	obj   fetcher.Object
 	pos   int64              // the part of the owner's last read
 	last  time.Time          // when the owner last read
-	held  map[int64]heldPart // parts fetched for the stream, kept until read past
+	held  map[int64]*partBuf // parts fetched for the stream, kept until read past; one ref each
 	// resume is the first part whose background fetch was taken back or
 	// left to the stream, -1 if none: the fill starts again from there.
 	resume int64
@@ -71,15 +66,6 @@ func (st *stream) resumeAt(idx int64) {
 	}
 }
 
-// heldPart is a stored part kept in memory for a stream: its bytes, and
-// the fetch they came from, whose late readers may still copy from them.
-type heldPart struct {
-	data []byte
-	call *partCall
-}
-
-func objectKey(obj fetcher.Object) partKey { return keyOf(obj, -1) }
-
 // holdParts is how many whole parts the streams may hold in all: the part
 // one stream reads and its readahead's reach after it.
 func (r *Reader) holdParts() int64 { return int64(r.cfg.MaxReadahead) + 1 }
@@ -88,10 +74,11 @@ func (r *Reader) holdParts() int64 { return int64(r.cfg.MaxReadahead) + 1 }
 // streaming read starts or moves seq's stream of obj; any other read ends
 // it. It returns the part from which the object's background fill must
 // start again, -1 if none, and the fills to pump on.
-func (r *Reader) follow(obj fetcher.Object, seq *Sequence, first int64, streaming bool) (refill int64, pump []*fill) {
-	k := objectKey(obj)
+func (r *Reader) follow(obj fetcher.Object, seq *prefetch.Sequence, first int64, streaming bool) (refill int64, pump []*fill) {
+	k := keyOfObject(obj)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.checkLocked()
 	st := r.streams[k]
 	switch {
 	case r.closed:
@@ -102,16 +89,16 @@ func (r *Reader) follow(obj fetcher.Object, seq *Sequence, first int64, streamin
 		}
 		return -1, nil
 	case st == nil:
-		st = &stream{owner: seq, obj: obj, pos: first, held: make(map[int64]heldPart), resume: -1}
+		st = &stream{owner: seq, obj: obj, pos: first, held: make(map[int64]*partBuf), resume: -1}
 		r.streams[k] = st
 		pump = r.pauseFillLocked(st)
 	case st.owner != seq:
 		return -1, nil
 	}
 	st.pos, st.last = first, time.Now()
-	for idx, h := range st.held {
+	for idx := range st.held {
 		if idx < first {
-			r.dropHeldLocked(st, idx, h)
+			r.dropHeldLocked(st, idx)
 		}
 	}
 	return -1, pump
@@ -120,20 +107,18 @@ func (r *Reader) follow(obj fetcher.Object, seq *Sequence, first int64, streamin
 // pauseFillLocked takes back the queued background fetches of st's object
 // past the reach of its readahead, and raises those within it to
 // readahead: the stream will read them next, and readahead may use the
-// workers that background work leaves free (measured: the first part of
-// a network-bound stream arrived with 12 of 16 fetches in flight before,
-// 16 after). The fill positioned on the object leaves it to the stream.
-// It returns the fills whose window it freed, to be pumped once r.mu is
-// released. r.mu must be held.
+// workers that background work leaves free. The fill positioned on the
+// object leaves it to the stream. It returns the fills whose window it
+// freed, to be pumped once r.mu is released. r.mu must be held.
 func (r *Reader) pauseFillLocked(st *stream) (pump []*fill) {
-	if f := r.fills[objectKey(st.obj)]; f != nil {
+	ok := keyOfObject(st.obj)
+	if f := r.fills[ok]; f != nil {
 		r.yieldToStreamLocked(st, f)
 		pump = append(pump, f)
 	}
 	reach := st.pos + int64(r.cfg.MaxReadahead)
 	for k, call := range r.inflight {
-		if k.key != st.obj.Key || k.etag != st.obj.ETag ||
-			call.prio == prefetch.Demand || call.task == nil || call.fetched {
+		if k.obj != ok || call.prio == prefetch.Demand || call.task == nil || call.fetched {
 			continue
 		}
 		if k.idx <= reach {
@@ -152,9 +137,9 @@ func (r *Reader) pauseFillLocked(st *stream) (pump []*fill) {
 		call.err = errFillPaused
 		call.fetched = true
 		close(call.done)
-		r.releaseLocked(call)
+		r.releaseLocked(call.buf) // the fetch's: it will never run
 		st.resumeAt(k.idx)
-		r.stats.fillPaused.Add(1)
+		r.stats.FillPaused.Add(1)
 	}
 	return pump
 }
@@ -163,63 +148,62 @@ func (r *Reader) pauseFillLocked(st *stream) (pump []*fill) {
 // in the disk cache). It returns the part from which the object's fill
 // must start again, -1 if none. r.mu must be held.
 func (r *Reader) endStreamLocked(st *stream) int64 {
-	for idx, h := range st.held {
-		r.dropHeldLocked(st, idx, h)
+	for idx := range st.held {
+		r.dropHeldLocked(st, idx)
 	}
-	delete(r.streams, objectKey(st.obj))
+	delete(r.streams, keyOfObject(st.obj))
 	return st.resume
 }
 
-// dropHeldLocked lets go of a held part. Its buffer goes back to the pool
-// now, or when the last reader copying from its fetch is done. r.mu must
-// be held.
-func (r *Reader) dropHeldLocked(st *stream, idx int64, h heldPart) {
+// dropHeldLocked lets go of a held part: the stream's ref of its buffer.
+// r.mu must be held.
+func (r *Reader) dropHeldLocked(st *stream, idx int64) {
+	b := st.held[idx]
 	delete(st.held, idx)
-	r.heldBytes -= int64(cap(h.data))
-	if h.call.refs > 0 {
-		h.call.kept = false // releaseLocked recycles it after the last
+	r.heldBytes -= int64(cap(b.data))
+	r.stats.HeldBytes.Store(r.heldBytes)
+	r.releaseLocked(b)
+}
+
+// holdLocked keeps the stored part of call in memory, with a ref of its
+// buffer, if it is within the reach of its object's stream and the bound
+// has room. r.mu must be held.
+func (r *Reader) holdLocked(call *partCall) {
+	st := r.streams[call.key.obj]
+	if st == nil || call.key.idx < st.pos || call.key.idx > st.pos+int64(r.cfg.MaxReadahead) {
 		return
 	}
-	r.putBuf(h.data)
-}
-
-// holdLocked keeps the stored part of call in memory if it is within the
-// reach of its object's stream and the bound has room. It reports whether
-// it did; call's buffer then belongs to the stream. r.mu must be held.
-func (r *Reader) holdLocked(call *partCall) bool {
-	st := r.streams[objectKey(call.obj)]
-	if st == nil || call.key.idx < st.pos || call.key.idx > st.pos+int64(r.cfg.MaxReadahead) {
-		return false
-	}
-	held := (r.heldBytes + int64(cap(call.data)) + r.cfg.PartSize - 1) / r.cfg.PartSize // in parts, rounded up
+	size := int64(cap(call.buf.data))
+	held := (r.heldBytes + size + r.cfg.PartSize - 1) / r.cfg.PartSize // in parts, rounded up
 	if held+r.receiving.Load() > r.holdParts() {
-		return false
+		return
 	}
 	if _, ok := st.held[call.key.idx]; ok {
-		return false
+		return
 	}
-	st.held[call.key.idx] = heldPart{data: call.data, call: call}
-	r.heldBytes += int64(cap(call.data))
-	return true
+	r.retainLocked(call.buf)
+	st.held[call.key.idx] = call.buf
+	r.heldBytes += size
+	r.stats.HeldBytes.Store(r.heldBytes)
 }
 
-// heldLocked returns a held part's bytes. r.mu must be held.
-func (r *Reader) heldLocked(k partKey) ([]byte, bool) {
-	st := r.streams[partKey{key: k.key, etag: k.etag, idx: -1}]
+// heldLocked returns the buffer of a held part, nil if no stream holds
+// it. r.mu must be held.
+func (r *Reader) heldLocked(k partKey) *partBuf {
+	st := r.streams[k.obj]
 	if st == nil {
-		return nil, false
+		return nil
 	}
-	h, ok := st.held[k.idx]
-	return h.data, ok
+	return st.held[k.idx]
 }
 
-// EndStream stops following seq's stream of obj, if it has one: the
+// endStream stops following seq's stream of obj, if it has one: the
 // handle that owns seq is released. The background fetches taken back for
 // the stream are queued again.
-func (r *Reader) EndStream(obj fetcher.Object, seq *Sequence) {
+func (r *Reader) endStream(obj fetcher.Object, seq *prefetch.Sequence) {
 	r.mu.Lock()
 	refill := int64(-1)
-	if st := r.streams[objectKey(obj)]; st != nil && st.owner == seq {
+	if st := r.streams[keyOfObject(obj)]; st != nil && st.owner == seq {
 		refill = r.endStreamLocked(st)
 	}
 	r.mu.Unlock()
@@ -253,7 +237,7 @@ func (r *Reader) endIdleStreams(now time.Time) {
 	for _, st := range r.streams {
 		if now.Sub(st.last) >= r.cfg.StreamIdle {
 			idle = append(idle, ended{st.obj, r.endStreamLocked(st)})
-			r.stats.idleStreams.Add(1)
+			r.stats.IdleStreams.Add(1)
 		}
 	}
 	r.mu.Unlock()

@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"bytes"
@@ -18,22 +18,22 @@ import (
 func TestStreamReadsHeldParts(t *testing.T) {
 	const ps = streamPart
 	store, data, obj, r := newStreamTest(t, 21, 32)
-	var seq Sequence
+	var seq prefetch.Sequence
 	readSequentially(t, r, obj, data, &seq, obj.Size, ps/4, func(off int64) {
-		if st := r.Stats(); st.HeldBytes > 4*ps {
-			t.Fatalf("at %d: %d bytes held, over the bound of 4 parts", off, st.HeldBytes)
+		if st := r.Stats(); st.HeldBytes.Load() > 4*ps {
+			t.Fatalf("at %d: %d bytes held, over the bound of 4 parts", off, st.HeldBytes.Load())
 		}
 	})
 	st := r.Stats()
-	if st.DiskHits != 0 || st.HeldHits == 0 {
-		t.Fatalf("stream read %d times from disk and %d from held parts; want 0 and some", st.DiskHits, st.HeldHits)
+	if st.DiskHits.Load() != 0 || st.HeldHits.Load() == 0 {
+		t.Fatalf("stream read %d times from disk and %d from held parts; want 0 and some", st.DiskHits.Load(), st.HeldHits.Load())
 	}
 	if n := store.calls.Load(); n != 32 {
 		t.Fatalf("%d remote reads for 32 parts", n)
 	}
-	r.EndStream(obj, &seq)
-	if st := r.Stats(); st.HeldBytes != 0 {
-		t.Fatalf("%d bytes still held after the stream ended", st.HeldBytes)
+	r.endStream(obj, &seq)
+	if st := r.Stats(); st.HeldBytes.Load() != 0 {
+		t.Fatalf("%d bytes still held after the stream ended", st.HeldBytes.Load())
 	}
 }
 
@@ -52,10 +52,10 @@ func TestStreamPausesFillAndRefills(t *testing.T) {
 			gate := make(chan struct{})
 			store.gate = gate
 			pc := newFakeCache()
-			r := newTestReader(t, store, pc, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchOpen, MaxReadahead: 2})
-			r.PrefetchObject(obj) // what an open does
+			r := newTestReader(t, store, pc, 2, Config{PartSize: ps, Prefetch: prefetch.Open, MaxReadahead: 2})
+			prefetchOpen(r, obj) // what an open does
 
-			var seq Sequence
+			var seq prefetch.Sequence
 			done := make(chan error, 1)
 			go func() {
 				got, err := r.ReadAt(context.Background(), obj, make([]byte, ps/4), 0, &seq)
@@ -64,7 +64,7 @@ func TestStreamPausesFillAndRefills(t *testing.T) {
 				}
 				done <- err
 			}()
-			waitFor(t, func() bool { return r.Stats().FillPaused > 0 })
+			waitFor(t, func() bool { return r.Stats().FillPaused.Load() > 0 })
 			// The reader waits on part 0, now demand work; parts 1 and 2,
 			// within the readahead's reach, are raised to readahead, and
 			// part 1 takes the worker that part 0 left to non-demand work.
@@ -88,20 +88,20 @@ func TestStreamPausesFillAndRefills(t *testing.T) {
 			}
 			// Parts 1 and 2 are within the readahead's reach and are
 			// not taken back, nor is the running fetch of part 0.
-			if got := r.Stats().FillPaused; got != parts-3 {
+			if got := r.Stats().FillPaused.Load(); got != parts-3 {
 				t.Fatalf("%d background fetches taken back, want %d", got, parts-3)
 			}
 
 			switch end {
 			case "release":
-				r.EndStream(obj, &seq)
+				r.endStream(obj, &seq)
 			case "seek":
 				if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 20*ps, &seq); err != nil {
 					t.Fatal(err)
 				}
 			}
 			waitFor(t, allCached(r, pc, obj, parts))
-			if n, ranges := store.calls.Load(), r.Stats().RangeReads; n != parts+ranges {
+			if n, ranges := store.calls.Load(), r.Stats().RangeReads.Load(); n != parts+ranges {
 				t.Fatalf("%d remote reads for %d parts and %d range reads", n, parts, ranges)
 			}
 		})
@@ -113,31 +113,31 @@ func TestStreamPausesFillAndRefills(t *testing.T) {
 func TestOtherReaderDoesNotEndStream(t *testing.T) {
 	const ps = streamPart
 	_, data, obj, r := newStreamTest(t, 23, 16)
-	var seq, other Sequence
+	var seq, other prefetch.Sequence
 	readSequentially(t, r, obj, data, &seq, 4*ps, ps/4, nil)
-	waitFor(t, func() bool { return r.Stats().HeldBytes > 0 })
+	waitFor(t, func() bool { return r.Stats().HeldBytes.Load() > 0 })
 	for _, off := range []int64{12 * ps, 100, 9 * ps} {
 		if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), off, &other); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if r.Stats().HeldBytes == 0 {
+	if r.Stats().HeldBytes.Load() == 0 {
 		t.Fatal("another handle's random reads ended the stream")
 	}
-	r.EndStream(obj, &other)
-	if r.Stats().HeldBytes == 0 {
+	r.endStream(obj, &other)
+	if r.Stats().HeldBytes.Load() == 0 {
 		t.Fatal("another handle's release ended the stream")
 	}
-	r.EndStream(obj, &seq)
-	if st := r.Stats(); st.HeldBytes != 0 {
-		t.Fatalf("%d bytes held after the owner's release", st.HeldBytes)
+	r.endStream(obj, &seq)
+	if st := r.Stats(); st.HeldBytes.Load() != 0 {
+		t.Fatalf("%d bytes held after the owner's release", st.HeldBytes.Load())
 	}
 }
 
 // readSequentially reads obj from its start to end in reads of size bytes
 // through seq, checks each against data, and calls after (if not nil)
 // with each read's offset.
-func readSequentially(t *testing.T, r *Reader, obj fetcher.Object, data []byte, seq *Sequence, end, size int64, after func(off int64)) {
+func readSequentially(t *testing.T, r *Reader, obj fetcher.Object, data []byte, seq *prefetch.Sequence, end, size int64, after func(off int64)) {
 	t.Helper()
 	for off := int64(0); off < end; off += size {
 		got, err := r.ReadAt(context.Background(), obj, make([]byte, size), off, seq)
@@ -161,7 +161,7 @@ func newStreamTest(t *testing.T, seed uint64, parts int) (*memStore, []byte, fet
 	store := newMemStore()
 	data := randomBytes(seed, parts*streamPart)
 	obj := store.put("f", data)
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: streamPart, Prefetch: PrefetchNone, MaxReadahead: 3})
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: streamPart, Prefetch: prefetch.None, MaxReadahead: 3})
 	return store, data, obj, r
 }
 
@@ -172,7 +172,7 @@ func newStreamTest(t *testing.T, seed uint64, parts int) (*memStore, []byte, fet
 func TestReadAtRefLendsHeldParts(t *testing.T) {
 	const ps = streamPart
 	_, data, obj, r := newStreamTest(t, 24, 32)
-	var seq Sequence
+	var seq prefetch.Sequence
 	type loan struct {
 		off     int64
 		got     []byte
@@ -215,9 +215,9 @@ func TestReadAtRefLendsHeldParts(t *testing.T) {
 		}
 		l.release()
 	}
-	r.EndStream(obj, &seq)
-	if st := r.Stats(); st.HeldBytes != 0 || st.HeldHits+st.Joins < int64(lent) {
-		t.Fatalf("held bytes %d after the stream ended, held hits %d and joins %d; want 0 and at least %d in all", st.HeldBytes, st.HeldHits, st.Joins, lent)
+	r.endStream(obj, &seq)
+	if st := r.Stats(); st.HeldBytes.Load() != 0 || st.HeldHits.Load()+st.Joins.Load() < int64(lent) {
+		t.Fatalf("held bytes %d after the stream ended, held hits %d and joins %d; want 0 and at least %d in all", st.HeldBytes.Load(), st.HeldHits.Load(), st.Joins.Load(), lent)
 	}
 }
 
@@ -231,11 +231,11 @@ func TestIdleStreamRefills(t *testing.T) {
 	data := randomBytes(25, parts*ps)
 	obj := store.put("f", data)
 	pc := newFakeCache()
-	r := newTestReader(t, store, pc, 2, ReaderConfig{PartSize: ps, Prefetch: PrefetchOpen, MaxReadahead: 2, StreamIdle: 20 * time.Millisecond})
+	r := newTestReader(t, store, pc, 2, Config{PartSize: ps, Prefetch: prefetch.Open, MaxReadahead: 2, StreamIdle: 20 * time.Millisecond})
 	gate := make(chan struct{})
-	store.gate = gate     // no fetch ends before the stream has paused the fill
-	r.PrefetchObject(obj) // what an open does
-	var seq Sequence
+	store.gate = gate    // no fetch ends before the stream has paused the fill
+	prefetchOpen(r, obj) // what an open does
+	var seq prefetch.Sequence
 	done := make(chan error, 1)
 	go func() {
 		for off := int64(0); off < 2*ps; off += ps / 2 {
@@ -250,25 +250,25 @@ func TestIdleStreamRefills(t *testing.T) {
 		}
 		done <- nil
 	}()
-	waitFor(t, func() bool { return r.Stats().FillPaused > 0 })
+	waitFor(t, func() bool { return r.Stats().FillPaused.Load() > 0 })
 	close(gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, allCached(r, pc, obj, parts))
 	st := r.Stats()
-	if st.IdleStreams != 1 || st.HeldBytes != 0 {
-		t.Fatalf("idle streams %d, held bytes %d; want 1 and 0", st.IdleStreams, st.HeldBytes)
+	if st.IdleStreams.Load() != 1 || st.HeldBytes.Load() != 0 {
+		t.Fatalf("idle streams %d, held bytes %d; want 1 and 0", st.IdleStreams.Load(), st.HeldBytes.Load())
 	}
 	// The handle reads on: it is followed again, and its bytes are right.
 	readSequentially(t, r, obj, data, &seq, int64(parts)*ps, ps/2, nil)
 }
 
 // allCached reports whether pc holds every one of the parts of obj.
-func allCached(r *Reader, pc PartCache, obj fetcher.Object, parts int) func() bool {
+func allCached(r *Reader, pc Cache, obj fetcher.Object, parts int) func() bool {
 	return func() bool {
 		for i := range int64(parts) {
-			if !pc.Contains(r.cacheKey(keyOf(obj, i))) {
+			if !pc.Contains(r.cacheKey(keyOfPart(obj, i))) {
 				return false
 			}
 		}

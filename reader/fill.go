@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"context"
@@ -10,15 +10,15 @@ import (
 
 // Background fills, queued a window at a time.
 //
-// A fill fetches, at background priority, every part of a run of objects
-// that is not cached: the rest of an opened file (PrefetchObject), the
-// small files after it, the --prefetch all sweep of the whole tree
-// (PrefetchAll), and the parts a sequential reader took back (refill). It
-// is a cursor over its objects' parts, not a queue of them: at most
-// fillWindow of its parts are queued or in flight at once, and each one
-// that ends moves the cursor on (pump). So an open costs the same
-// whatever size the object's listing claims, and the records a fill
-// holds are bounded by --max-fetches, not by the object.
+// A fill carries out a prefetch.Fill: it fetches, at background
+// priority, every part of a run of objects that is not cached (the rest
+// of an opened file, the small files after it, the --prefetch all sweep,
+// the parts a sequential reader took back). It is a prefetch.Cursor over
+// its objects' parts, not a queue of them: at most fillWindow of its
+// parts are queued or in flight at once, and each one that ends moves the
+// cursor on (pump). So a fill costs the same whatever size the object's
+// listing claims, and the records it holds are bounded by the pool's
+// workers, not by the object.
 //
 // A cursor that meets cached parts skips them, at most fillScan per pump;
 // if that leaves nothing of the fill in flight to pump it again, a task
@@ -26,7 +26,7 @@ import (
 // I/O), so a fill over a large cached object neither holds the open nor
 // stops halfway.
 //
-// While a sequential reader's stream follows an object (follow.go), the
+// While a sequential reader's stream follows an object (stream.go), the
 // fill positioned on that object leaves the rest of it to the stream: it
 // records where it stopped in the stream (stream.resume) and moves to
 // its next object. When the stream ends, a new fill of that object starts
@@ -36,20 +36,17 @@ import (
 // returns.
 const fillScan = 256
 
-// fill is one background fill. Its group and objects are immutable;
-// the rest is guarded by Reader.mu.
+// fill is one background fill. group and once are constant; the rest is
+// guarded by Reader.mu.
 type fill struct {
 	group string
-	objs  []fetcher.Object
 	// once marks each object as prefetched when the cursor reaches it
-	// and skips it if it was already (the --prefetch all sweep: a file
-	// opened before the sweep reaches it has its own fill).
+	// and skips it if it was already (prefetch.Fill.Once).
 	once bool
 
-	oi      int   // the object the cursor is on
-	next    int64 // the next part of objs[oi] to look at
-	active  int   // parts this fill queued that are queued or running now
-	pumping bool  // a pump runs: others only ask it to go round again
+	cur     *prefetch.Cursor
+	active  int  // INVARIANT: the calls in Reader.inflight whose fill is this one
+	pumping bool // a pump runs: others only ask it to go round again
 	again   bool
 }
 
@@ -57,12 +54,24 @@ type fill struct {
 // for every worker that background work may take.
 func (r *Reader) fillWindow() int { return r.sched.Workers() }
 
+// runPlan carries out what a prefetch policy asked for.
+func (r *Reader) runPlan(p prefetch.Plan) {
+	for _, pt := range p.Parts {
+		if pt.Index*r.cfg.PartSize < pt.Obj.Size && !r.cache.Contains(r.cacheKey(keyOfPart(pt.Obj, pt.Index))) {
+			r.startPart(pt.Obj, pt.Index, pt.Prio)
+		}
+	}
+	for _, f := range p.Fills {
+		r.startFill(f.Group, f.Objects, 0, f.Once)
+	}
+}
+
 // startFill starts a fill of objs in group, from part next of objs[0].
 func (r *Reader) startFill(group string, objs []fetcher.Object, next int64, once bool) {
 	if len(objs) == 0 {
 		return
 	}
-	f := &fill{group: group, objs: objs, next: next, once: once}
+	f := &fill{group: group, once: once, cur: prefetch.NewCursor(objs, next)}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -73,19 +82,23 @@ func (r *Reader) startFill(group string, objs []fetcher.Object, next int64, once
 	r.pump(f)
 }
 
-// arriveLocked registers f as the fill on its current object (or ends
+// arriveLocked registers f as the fill on its cursor's object (or ends
 // it), marking the object prefetched for a fill that runs once per
 // object. r.mu must be held.
 func (r *Reader) arriveLocked(f *fill) {
-	for f.oi < len(f.objs) {
-		k := objectKey(f.objs[f.oi])
-		if f.once && f.next == 0 {
+	for {
+		obj, ok := f.cur.Object()
+		if !ok {
+			return
+		}
+		k := keyOfObject(obj)
+		if f.once && f.cur.Part() == 0 {
 			if r.prefetched[k] {
-				f.oi++
+				f.cur.Skip()
 				continue
 			}
 			r.prefetched[k] = true
-			r.promote(f.objs[f.oi]) // built now if every part was cached already
+			r.promote(obj) // built now if every part was cached already
 		}
 		r.fills[k] = f
 		return
@@ -94,12 +107,11 @@ func (r *Reader) arriveLocked(f *fill) {
 
 // leaveLocked moves f's cursor to its next object. r.mu must be held.
 func (r *Reader) leaveLocked(f *fill) {
-	k := objectKey(f.objs[f.oi])
-	if r.fills[k] == f {
+	obj, _ := f.cur.Object()
+	if k := keyOfObject(obj); r.fills[k] == f {
 		delete(r.fills, k)
 	}
-	f.oi++
-	f.next = 0
+	f.cur.Skip()
 	r.arriveLocked(f)
 }
 
@@ -116,21 +128,23 @@ func (r *Reader) pump(f *fill) {
 	f.pumping = true
 	for {
 		f.again = false
-		for scanned := 0; !r.closed && f.active < r.fillWindow() && f.oi < len(f.objs) && scanned < fillScan; {
-			obj := f.objs[f.oi]
-			if f.next*r.cfg.PartSize >= obj.Size {
+		for scanned := 0; !r.closed && f.active < r.fillWindow() && scanned < fillScan; {
+			obj, ok := f.cur.Object()
+			if !ok {
+				break
+			}
+			if f.cur.Part()*r.cfg.PartSize >= obj.Size {
 				r.leaveLocked(f)
 				continue
 			}
-			if st := r.streams[objectKey(obj)]; st != nil {
+			if st := r.streams[keyOfObject(obj)]; st != nil {
 				r.yieldToStreamLocked(st, f)
 				continue
 			}
-			idx := f.next
-			f.next++
+			idx := f.cur.Take()
 			scanned++
 			r.mu.Unlock()
-			r.startCall(f.group, obj, idx, prefetch.Background, f) // unless cached, held or in flight
+			r.newCall(f.group, obj, idx, prefetch.Background, f, false) // unless cached, held or in flight
 			r.mu.Lock()
 		}
 		if !f.again {
@@ -138,7 +152,8 @@ func (r *Reader) pump(f *fill) {
 		}
 	}
 	f.pumping = false
-	stalled := !r.closed && f.active == 0 && f.oi < len(f.objs)
+	_, more := f.cur.Object()
+	stalled := !r.closed && f.active == 0 && more
 	r.mu.Unlock()
 	if stalled {
 		// Only cached parts so far: nothing in flight will pump again.
@@ -149,10 +164,10 @@ func (r *Reader) pump(f *fill) {
 // yieldToStreamLocked leaves the rest of st's object, from f's cursor,
 // to the stream, and moves f on. r.mu must be held.
 func (r *Reader) yieldToStreamLocked(st *stream, f *fill) {
-	obj := f.objs[f.oi]
-	if parts := (obj.Size + r.cfg.PartSize - 1) / r.cfg.PartSize; f.next < parts {
-		st.resumeAt(f.next)
-		r.stats.fillPaused.Add(parts - f.next)
+	obj, _ := f.cur.Object()
+	if parts, next := (obj.Size+r.cfg.PartSize-1)/r.cfg.PartSize, f.cur.Part(); next < parts {
+		st.resumeAt(next)
+		r.stats.FillPaused.Add(parts - next)
 	}
 	r.leaveLocked(f)
 }
@@ -170,8 +185,8 @@ func (r *Reader) callEnded(call *partCall) {
 	}
 	if call.err != nil && !errors.Is(call.err, errFillPaused) {
 		r.mu.Lock()
-		if f.oi < len(f.objs) && objectKey(f.objs[f.oi]) == objectKey(call.obj) {
-			r.stats.fillsAbandoned.Add(1)
+		if obj, ok := f.cur.Object(); ok && keyOfObject(obj) == call.key.obj {
+			r.stats.FillsAbandoned.Add(1)
 			r.leaveLocked(f)
 		}
 		r.mu.Unlock()

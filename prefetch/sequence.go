@@ -1,4 +1,4 @@
-package fs
+package prefetch
 
 import "sync"
 
@@ -31,7 +31,7 @@ const seqSlack = 4 << 20
 // file counts its first read.
 const seqRun = 2
 
-// observe records a read of [off, end). It returns the readahead window in
+// Observe records a read of [off, end). It returns the readahead window in
 // parts: 0 until seqRun sequential reads in a row, then 1, doubling on
 // every sequential read up to max; a seek drops it to 0. streaming
 // reports whether this read belongs to a sequential stream: it continues
@@ -40,7 +40,7 @@ const seqRun = 2
 // is not a stream: a random reader does that now and then (see seqRun),
 // and so does the kernel's read-around of a page fault in a mapped file,
 // which sends a few adjacent reads at once.
-func (s *Sequence) observe(off, end int64, max int) (window int, streaming bool) {
+func (s *Sequence) Observe(off, end int64, max int) (window int, streaming bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	first := !s.started && off == 0
@@ -70,11 +70,11 @@ func (s *Sequence) observe(off, end int64, max int) (window int, streaming bool)
 	return s.window, s.run >= seqRun || s.fromStart
 }
 
-// ahead returns the parts to issue readahead for after a read that ended
+// Ahead returns the parts to issue readahead for after a read that ended
 // in part last with the given window: those in (last, last+window] that
 // earlier reads of this sequence did not already issue. from > to means
 // none.
-func (s *Sequence) ahead(last, window int64) (from, to int64) {
+func (s *Sequence) Ahead(last, window int64) (from, to int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	from, to = max(last+1, s.aheadTo+1), last+window

@@ -1,4 +1,4 @@
-package fs
+package reader
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -140,7 +141,7 @@ func randomBytes(seed uint64, n int) []byte {
 	return b
 }
 
-// fakeCache is an in-memory PartCache; full makes every Put fail with
+// fakeCache is an in-memory Cache; full makes every Put fail with
 // cache.ErrNoSpace.
 type fakeCache struct {
 	mu    sync.Mutex
@@ -172,6 +173,17 @@ func (c *fakeCache) Put(ctx context.Context, k cache.Key, data []byte) error {
 	return nil
 }
 
+func (c *fakeCache) NewSums([]byte) *cache.Sums { return nil }
+
+func (c *fakeCache) PutSummed(ctx context.Context, k cache.Key, data []byte, _ *cache.Sums) error {
+	return c.Put(ctx, k, data)
+}
+
+func (c *fakeCache) Promote(context.Context, cache.ObjectKey, int64) error {
+	return cache.ErrIncomplete
+}
+func (c *fakeCache) OpenObject(cache.ObjectKey) (*os.File, bool) { return nil, false }
+
 func (c *fakeCache) WillNeed(k cache.Key)      {}
 func (c *fakeCache) Pin(object, etag string)   {}
 func (c *fakeCache) Unpin(object, etag string) {}
@@ -191,10 +203,10 @@ func (c *fakeCache) Contains(k cache.Key) bool {
 
 // newTestReader returns a Reader and its scheduler, both closed at the
 // end of the test.
-func newTestReader(t *testing.T, store fetcher.Store, pc PartCache, workers int, cfg ReaderConfig) *Reader {
+func newTestReader(t *testing.T, store fetcher.Store, pc Cache, workers int, cfg Config) *Reader {
 	t.Helper()
 	sched := prefetch.New(prefetch.Config{Workers: workers})
-	r := NewReader(store, pc, sched, cfg)
+	r := mustNew(t, store, pc, sched, cfg)
 	t.Cleanup(func() {
 		r.Close()
 		sched.Close()
@@ -204,14 +216,14 @@ func newTestReader(t *testing.T, store fetcher.Store, pc PartCache, workers int,
 
 func TestReadAtByteExact(t *testing.T) {
 	const ps = 1000
-	for _, mode := range []PrefetchMode{PrefetchNone, PrefetchOpen} {
+	for _, mode := range []prefetch.Mode{prefetch.None, prefetch.Open} {
 		t.Run(string(mode), func(t *testing.T) {
 			store := newMemStore()
 			data := randomBytes(1, 10*ps+123)
 			obj := store.put("f", data)
-			r := newTestReader(t, store, newFakeCache(), 3, ReaderConfig{PartSize: ps, SmallRead: 100, Prefetch: mode})
-			if mode == PrefetchOpen {
-				r.PrefetchObject(obj)
+			r := newTestReader(t, store, newFakeCache(), 3, Config{PartSize: ps, SmallRead: 100, Prefetch: mode})
+			if mode == prefetch.Open {
+				prefetchOpen(r, obj)
 			}
 			cases := []struct {
 				name     string
@@ -245,11 +257,11 @@ func TestReadAtByteExact(t *testing.T) {
 			// Randomized: reads of random sizes and offsets, some through
 			// a sequential handle, compared to the source.
 			rng := rand.New(rand.NewPCG(7, 7))
-			var seq Sequence
+			var seq prefetch.Sequence
 			for i := 0; i < 2000; i++ {
 				off := rng.Int64N(int64(len(data)) + 10)
 				n := rng.Int64N(3*ps) + 1
-				var s *Sequence
+				var s *prefetch.Sequence
 				if i%2 == 0 {
 					s = &seq
 				}
@@ -277,7 +289,7 @@ func TestSingleFlightPart(t *testing.T) {
 	data := randomBytes(2, 4096)
 	obj := store.put("f", data)
 	store.gate = make(chan struct{})
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 4096, SmallRead: 1, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: 4096, SmallRead: 1, Prefetch: prefetch.None})
 
 	const readers = 100
 	var wg sync.WaitGroup
@@ -288,7 +300,7 @@ func TestSingleFlightPart(t *testing.T) {
 			results[i], errs[i] = r.ReadAt(context.Background(), obj, make([]byte, 100), int64(i), nil)
 		})
 	}
-	waitFor(t, func() bool { return r.Stats().Reads == readers })
+	waitFor(t, func() bool { return r.Stats().Reads.Load() == readers })
 	close(store.gate)
 	wg.Wait()
 	for i := range readers {
@@ -309,7 +321,7 @@ func TestSmallColdReadsShareOneRangeGet(t *testing.T) {
 	data := randomBytes(9, 64<<10)
 	obj := store.put("f", data)
 	store.gate = make(chan struct{})
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: 64 << 10, Prefetch: prefetch.None})
 	const readers = 50
 	var wg sync.WaitGroup
 	for range readers {
@@ -321,17 +333,17 @@ func TestSmallColdReadsShareOneRangeGet(t *testing.T) {
 		})
 	}
 	// Every reader waits on the one range GET before it is let through.
-	waitFor(t, func() bool { return r.Stats().Joins == readers-1 })
+	waitFor(t, func() bool { return r.Stats().Joins.Load() == readers-1 })
 	close(store.gate)
 	wg.Wait()
 	// One GET of the 4 KiB range for the readers, one of the whole part
 	// queued in the background for the reads after them (counted once it
 	// has run).
-	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
 	st := r.Stats()
-	if st.RangeReads != 1 || st.StartedBack != 1 || store.calls.Load() != 2 {
+	if st.RangeReads.Load() != 1 || st.StartedBack.Load() != 1 || store.calls.Load() != 2 {
 		t.Fatalf("range GETs %d, background parts %d, remote reads %d; want 1, 1, 2",
-			st.RangeReads, st.StartedBack, store.calls.Load())
+			st.RangeReads.Load(), st.StartedBack.Load(), store.calls.Load())
 	}
 	// Now that the part is cached, reads of it cost no GET.
 	before := store.calls.Load()
@@ -349,17 +361,17 @@ func TestSmallReadOfSmallPartFetchesThePart(t *testing.T) {
 	store := newMemStore()
 	data := randomBytes(10, 6000)
 	obj := store.put("small", data)
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, SmallRead: 8 << 10, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: 64 << 10, SmallRead: 8 << 10, Prefetch: prefetch.None})
 	for _, off := range []int64{0, 4000, 100} {
 		got, err := r.ReadAt(context.Background(), obj, make([]byte, 1000), off, nil)
 		if err != nil || !bytes.Equal(got, data[off:off+1000]) {
 			t.Fatalf("read at %d: %v", off, err)
 		}
 	}
-	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
 	st := r.Stats()
-	if st.RangeReads != 0 || st.StartedDemand != 1 || store.calls.Load() != 1 {
-		t.Fatalf("range GETs %d, demand parts %d, remote reads %d; want 0, 1, 1", st.RangeReads, st.StartedDemand, store.calls.Load())
+	if st.RangeReads.Load() != 0 || st.StartedDemand.Load() != 1 || store.calls.Load() != 1 {
+		t.Fatalf("range GETs %d, demand parts %d, remote reads %d; want 0, 1, 1", st.RangeReads.Load(), st.StartedDemand.Load(), store.calls.Load())
 	}
 }
 
@@ -368,7 +380,7 @@ func TestInterruptedReaderDoesNotCancelSharedFetch(t *testing.T) {
 	data := randomBytes(3, 4096)
 	obj := store.put("f", data)
 	store.gate = make(chan struct{})
-	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: 4096, SmallRead: 1})
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: 4096, SmallRead: 1})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	interrupted := make(chan error, 1)
@@ -384,7 +396,7 @@ func TestInterruptedReaderDoesNotCancelSharedFetch(t *testing.T) {
 		}
 		patient <- got
 	}()
-	waitFor(t, func() bool { return r.Stats().Reads == 2 })
+	waitFor(t, func() bool { return r.Stats().Reads.Load() == 2 })
 	cancel()
 	if err := <-interrupted; !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted reader got %v, want context.Canceled", err)
@@ -405,13 +417,13 @@ func TestFetchesStayWithinTheWorkerPool(t *testing.T) {
 	for i := range 8 {
 		objs = append(objs, store.put(fmt.Sprint("f", i), randomBytes(uint64(i), 20*ps)))
 	}
-	r := newTestReader(t, store, newFakeCache(), 3, ReaderConfig{PartSize: ps})
+	r := newTestReader(t, store, newFakeCache(), 3, Config{PartSize: ps})
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Go(func() {
 			obj := objs[i%len(objs)]
-			r.PrefetchObject(obj)
-			var seq Sequence
+			prefetchOpen(r, obj)
+			var seq prefetch.Sequence
 			for off := int64(0); off < obj.Size; off += 3 * ps / 2 {
 				if _, err := r.ReadAt(context.Background(), obj, make([]byte, ps), off, &seq); err != nil {
 					t.Error(err)
@@ -432,15 +444,15 @@ func TestDemandReadNotBehindBackground(t *testing.T) {
 	small := store.put("small", randomBytes(11, 1024))
 	store.gate = make(chan struct{}) // holds every fetch of "big"
 	store.gateKey = "big"
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 1024})
-	r.PrefetchObject(big) // 64 background parts; 3 run (one worker is reserved), all blocked
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: 1024})
+	prefetchOpen(r, big) // 64 background parts; 3 run (one worker is reserved), all blocked
 	waitFor(t, func() bool { return store.inflight.Load() == 3 })
 	got, err := r.ReadAt(context.Background(), small, make([]byte, 1024), 0, nil)
 	if err != nil || !bytes.Equal(got, store.objects["small"]) {
 		t.Fatalf("demand read: %v", err)
 	}
-	if st := r.Stats(); st.PartsFetched != 1 {
-		t.Fatalf("%d parts fetched when the demand read returned; want only its own (background all blocked)", st.PartsFetched)
+	if st := r.Stats(); st.PartsFetched.Load() != 1 {
+		t.Fatalf("%d parts fetched when the demand read returned; want only its own (background all blocked)", st.PartsFetched.Load())
 	}
 	close(store.gate)
 }
@@ -449,12 +461,12 @@ func TestFilesProgressFairly(t *testing.T) {
 	store := newMemStore()
 	a := store.put("a", randomBytes(12, 20*1024))
 	b := store.put("b", randomBytes(13, 20*1024))
-	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: 1024}) // one worker for background
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: 1024}) // one worker for background
 	store.gate = make(chan struct{})
-	r.PrefetchObject(a)
-	r.PrefetchObject(b)
+	prefetchOpen(r, a)
+	prefetchOpen(r, b)
 	close(store.gate)
-	waitFor(t, func() bool { return r.Stats().PartsFetched == 40 })
+	waitFor(t, func() bool { return r.Stats().PartsFetched.Load() == 40 })
 	// With one background worker, the order of fetches alternates between
 	// the files instead of finishing a first.
 	order := store.order()
@@ -476,13 +488,11 @@ func TestPrefetchAllSweepsInOrder(t *testing.T) {
 		store.put("c-big", randomBytes(22, 2*1024+1)),
 		store.put("d-tiny", randomBytes(23, 10)),
 	}
-	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: 1024}) // one worker for background
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: 1024}) // one worker for background
 	store.gate = make(chan struct{})
-	if err := r.PrefetchAll(context.Background(), objs); err != nil {
-		t.Fatal(err)
-	}
+	sweep(r, objs)
 	close(store.gate)
-	waitFor(t, func() bool { return r.Stats().PartsFetched == 8 })
+	waitFor(t, func() bool { return r.Stats().PartsFetched.Load() == 8 })
 	want := []string{"d-tiny", "b-part", "a-big", "a-big", "a-big", "c-big", "c-big", "c-big"}
 	if got := store.order(); !slices.Equal(got[:len(want)], want) {
 		t.Fatalf("fetch order %v, want %v", got, want)
@@ -496,15 +506,13 @@ func TestPrefetchAllLeavesTurnsToOpenedFiles(t *testing.T) {
 	store := newMemStore()
 	big := store.put("big", randomBytes(24, 20*1024))
 	opened := store.put("opened", randomBytes(25, 3*1024))
-	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: 1024})
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: 1024})
 	store.gate = make(chan struct{})
-	if err := r.PrefetchAll(context.Background(), []fetcher.Object{big}); err != nil {
-		t.Fatal(err)
-	}
+	sweep(r, []fetcher.Object{big})
 	waitFor(t, func() bool { return store.inflight.Load() == 1 })
-	r.PrefetchObject(opened)
+	prefetchOpen(r, opened)
 	close(store.gate)
-	waitFor(t, func() bool { return r.Stats().PartsFetched == 23 })
+	waitFor(t, func() bool { return r.Stats().PartsFetched.Load() == 23 })
 	order := store.order()
 	if i := slices.Index(order, "opened"); i < 0 || i > 2 {
 		t.Fatalf("the opened file first fetched at position %d of %v", i, order[:6])
@@ -516,25 +524,25 @@ func TestReadaheadOnSequentialReads(t *testing.T) {
 	const ps = 1024
 	data := randomBytes(14, 32*ps)
 	obj := store.put("f", data)
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: ps, Prefetch: PrefetchNone, MaxReadahead: 4})
-	var seq Sequence
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: ps, Prefetch: prefetch.None, MaxReadahead: 4})
+	var seq prefetch.Sequence
 	readSequentially(t, r, obj, data, &seq, obj.Size, ps/4, nil)
 	st := r.Stats()
-	if st.StartedAhead == 0 {
-		t.Fatalf("no readahead for a sequential reader: %+v", st)
+	if st.StartedAhead.Load() == 0 {
+		t.Fatalf("no readahead for a sequential reader: %+v", counters(st))
 	}
 	if store.calls.Load() != 32 {
 		t.Fatalf("%d remote reads for 32 parts", store.calls.Load())
 	}
 	// A random reader gets no readahead.
-	var rnd Sequence
-	before := r.Stats().StartedAhead
+	var rnd prefetch.Sequence
+	before := r.Stats().StartedAhead.Load()
 	for _, off := range []int64{5000, 100, 20000, 9000} {
 		if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), off, &rnd); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if r.Stats().StartedAhead != before {
+	if r.Stats().StartedAhead.Load() != before {
 		t.Fatal("random reads started readahead")
 	}
 }
@@ -543,7 +551,7 @@ func TestChangedObjectFailsAndIsNotCached(t *testing.T) {
 	store := newMemStore()
 	obj := store.put("f", randomBytes(4, 8192))
 	pc := newFakeCache()
-	r := newTestReader(t, store, pc, 2, ReaderConfig{PartSize: 4096, SmallRead: 1, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, pc, 2, Config{PartSize: 4096, SmallRead: 1, Prefetch: prefetch.None})
 	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 0, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +569,7 @@ func TestChangedObjectFailsAndIsNotCached(t *testing.T) {
 	}
 	// A fetch hands its bytes to readers before it caches them: wait for
 	// the fetches to end before counting.
-	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
 	if n := pc.putCount(); n != 1 {
 		t.Fatalf("%d parts cached, want 1", n)
 	}
@@ -573,7 +581,7 @@ func TestFullCacheServesFromMemory(t *testing.T) {
 	obj := store.put("f", data)
 	pc := newFakeCache()
 	pc.full = true
-	r := newTestReader(t, store, pc, 2, ReaderConfig{PartSize: 4096, SmallRead: 1, Prefetch: PrefetchNone, MemoryLimit: 8192})
+	r := newTestReader(t, store, pc, 2, Config{PartSize: 4096, SmallRead: 1, Prefetch: prefetch.None, MemoryLimit: 8192})
 	readAll := func() {
 		t.Helper()
 		for off := int64(0); off < 8192; off += 512 {
@@ -586,12 +594,12 @@ func TestFullCacheServesFromMemory(t *testing.T) {
 	readAll()
 	// Once the writers have been refused, the parts live in the memory
 	// tier: the second pass is served from it.
-	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
-	before := r.Stats().MemoryHits
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
+	before := r.Stats().MemoryHits.Load()
 	readAll()
 	st := r.Stats()
-	if hits := st.MemoryHits - before; st.NoSpace != 2 || store.calls.Load() != 2 || hits != 16 {
-		t.Fatalf("no-space %d, remote reads %d, memory hits in the second pass %d; want 2, 2, 16", st.NoSpace, store.calls.Load(), hits)
+	if hits := st.MemoryHits.Load() - before; st.NoSpace.Load() != 2 || store.calls.Load() != 2 || hits != 16 {
+		t.Fatalf("no-space %d, remote reads %d, memory hits in the second pass %d; want 2, 2, 16", st.NoSpace.Load(), store.calls.Load(), hits)
 	}
 }
 
@@ -601,14 +609,14 @@ func TestCloseStopsFetches(t *testing.T) {
 	obj := store.put("f", randomBytes(6, 64<<10))
 	store.gate = make(chan struct{}) // never opens: fetches hang until cancelled
 	sched := prefetch.New(prefetch.Config{Workers: 4})
-	r := NewReader(store, newFakeCache(), sched, ReaderConfig{PartSize: 4096, SmallRead: 1})
+	r := mustNew(t, store, newFakeCache(), sched, Config{PartSize: 4096, SmallRead: 1})
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
 			_, _ = r.ReadAt(context.Background(), obj, make([]byte, 10), int64(i)*4096, nil)
 		})
 	}
-	waitFor(t, func() bool { return r.Stats().Reads == 16 })
+	waitFor(t, func() bool { return r.Stats().Reads.Load() == 16 })
 	r.Close()
 	sched.Close()
 	wg.Wait()
@@ -649,6 +657,10 @@ func (c *slowCache) Put(ctx context.Context, k cache.Key, data []byte) error {
 	return c.fakeCache.Put(ctx, k, data)
 }
 
+func (c *slowCache) PutSummed(ctx context.Context, k cache.Key, data []byte, _ *cache.Sums) error {
+	return c.Put(ctx, k, data)
+}
+
 // TestFetchesDoNotWaitForDiskWrites: with every disk write stuck, the
 // fetch pool still fetches as many parts as the writers and the workers
 // can hold, and no more (the bound on fetched parts in memory). When the
@@ -660,11 +672,11 @@ func TestFetchesDoNotWaitForDiskWrites(t *testing.T) {
 	data := randomBytes(21, 16*ps)
 	obj := store.put("f", data)
 	pc := &slowCache{fakeCache: newFakeCache(), gate: make(chan struct{})}
-	r := newTestReader(t, store, pc, workers, ReaderConfig{PartSize: ps, SmallRead: 1, Prefetch: PrefetchOpen, Writers: writers})
+	r := newTestReader(t, store, pc, workers, Config{PartSize: ps, SmallRead: 1, Prefetch: prefetch.Open, Writers: writers})
 	var once sync.Once
 	openDisk := func() { once.Do(func() { close(pc.gate) }) }
 	t.Cleanup(openDisk) // before the Reader's Close, which waits for the writes
-	r.PrefetchObject(obj)
+	prefetchOpen(r, obj)
 
 	// One part in each writer and one blocked handing over per worker
 	// that background work may use (all but one of them): the fetches that
@@ -681,7 +693,7 @@ func TestFetchesDoNotWaitForDiskWrites(t *testing.T) {
 	}
 
 	openDisk()
-	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
 	if n, calls := pc.putCount(), store.calls.Load(); n != 16 || calls != 16 {
 		t.Fatalf("%d parts cached after %d fetches, want 16 and 16", n, calls)
 	}
@@ -695,7 +707,7 @@ func TestCloseFinishesQueuedWrites(t *testing.T) {
 	obj := store.put("f", randomBytes(22, 8*4096))
 	pc := &slowCache{fakeCache: newFakeCache(), gate: make(chan struct{})}
 	sched := prefetch.New(prefetch.Config{Workers: 2})
-	r := NewReader(store, pc, sched, ReaderConfig{PartSize: 4096, SmallRead: 1, Writers: 2})
+	r := mustNew(t, store, pc, sched, Config{PartSize: 4096, SmallRead: 1, Writers: 2})
 	var once sync.Once
 	openDisk := func() { once.Do(func() { close(pc.gate) }) }
 	t.Cleanup(func() {
@@ -703,7 +715,7 @@ func TestCloseFinishesQueuedWrites(t *testing.T) {
 		r.Close()
 		sched.Close()
 	})
-	r.PrefetchObject(obj)
+	prefetchOpen(r, obj)
 	// Two parts being written, one held by the one worker background
 	// work may use.
 	waitFor(t, func() bool { return pc.waiting.Load() == 2 && store.calls.Load() == 3 })
@@ -733,29 +745,29 @@ func TestNeighbourReadIsNotAStream(t *testing.T) {
 	store := newMemStore()
 	data := randomBytes(12, 1<<20)
 	obj := store.put("f", data)
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone})
-	read := func(seq *Sequence, off int64) {
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: 64 << 10, Prefetch: prefetch.None})
+	read := func(seq *prefetch.Sequence, off int64) {
 		t.Helper()
 		got, err := r.ReadAt(context.Background(), obj, make([]byte, 4096), off, seq)
 		if err != nil || !bytes.Equal(got, data[off:off+4096]) {
 			t.Fatalf("read at %d: %v", off, err)
 		}
 	}
-	var seq Sequence
+	var seq prefetch.Sequence
 	read(&seq, 250<<10) // a seek: part 3
 	read(&seq, 400<<10) // within seqSlack of the first: part 6
-	if st := r.Stats(); st.RangeReads != 2 || st.StartedDemand != 0 {
-		t.Fatalf("after a read and its neighbour: range GETs %d, demand parts %d; want 2 and 0", st.RangeReads, st.StartedDemand)
+	if st := r.Stats(); st.RangeReads.Load() != 2 || st.StartedDemand.Load() != 0 {
+		t.Fatalf("after a read and its neighbour: range GETs %d, demand parts %d; want 2 and 0", st.RangeReads.Load(), st.StartedDemand.Load())
 	}
 	read(&seq, 404<<10) // the second in a row: a stream
-	if st := r.Stats(); st.RangeReads != 2 {
-		t.Fatalf("a stream's read went by a range GET (range GETs %d, want 2)", st.RangeReads)
+	if st := r.Stats(); st.RangeReads.Load() != 2 {
+		t.Fatalf("a stream's read went by a range GET (range GETs %d, want 2)", st.RangeReads.Load())
 	}
 
-	var fromStart Sequence
+	var fromStart prefetch.Sequence
 	read(&fromStart, 0)
-	if st := r.Stats(); st.RangeReads != 2 || st.StartedDemand != 1 {
-		t.Fatalf("a read from the start: range GETs %d, demand parts %d; want 2 and 1", st.RangeReads, st.StartedDemand)
+	if st := r.Stats(); st.RangeReads.Load() != 2 || st.StartedDemand.Load() != 1 {
+		t.Fatalf("a read from the start: range GETs %d, demand parts %d; want 2 and 1", st.RangeReads.Load(), st.StartedDemand.Load())
 	}
 }
 
@@ -766,14 +778,14 @@ func TestSmallReadAcrossPartsDoesNotWaitForParts(t *testing.T) {
 	store := newMemStore()
 	data := randomBytes(13, 256<<10)
 	obj := store.put("f", data)
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: 64 << 10, Prefetch: prefetch.None})
 	const off = 64<<10 - 2048
 	got, err := r.ReadAt(context.Background(), obj, make([]byte, 4096), off, nil)
 	if err != nil || !bytes.Equal(got, data[off:off+4096]) {
 		t.Fatalf("read across the border: %v", err)
 	}
-	if st := r.Stats(); st.RangeReads != 2 || st.StartedDemand != 0 || st.StartedBack != 2 {
-		t.Fatalf("range GETs %d, demand parts %d, background parts %d; want 2, 0, 2", st.RangeReads, st.StartedDemand, st.StartedBack)
+	if st := r.Stats(); st.RangeReads.Load() != 2 || st.StartedDemand.Load() != 0 || st.StartedBack.Load() != 2 {
+		t.Fatalf("range GETs %d, demand parts %d, background parts %d; want 2, 0, 2", st.RangeReads.Load(), st.StartedDemand.Load(), st.StartedBack.Load())
 	}
 }
 
@@ -784,7 +796,7 @@ func TestSmallReadAcrossPartsFetchesBothAtOnce(t *testing.T) {
 	data := randomBytes(14, 256<<10)
 	obj := store.put("f", data)
 	store.gate = make(chan struct{})
-	r := newTestReader(t, store, newFakeCache(), 4, ReaderConfig{PartSize: 64 << 10, Prefetch: PrefetchNone})
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: 64 << 10, Prefetch: prefetch.None})
 	const off = 128<<10 - 1024
 	done := make(chan error, 1)
 	go func() {
@@ -795,7 +807,7 @@ func TestSmallReadAcrossPartsFetchesBothAtOnce(t *testing.T) {
 		done <- err
 	}()
 	// Both range GETs are asked for while the store holds every read.
-	waitFor(t, func() bool { return r.Stats().RangeReads == 2 })
+	waitFor(t, func() bool { return r.Stats().RangeReads.Load() == 2 })
 	select {
 	case err := <-done:
 		t.Fatalf("the read returned while its GETs were held: %v", err)
@@ -827,47 +839,47 @@ func TestPrefetchObjectStartsTheFirstPartAhead(t *testing.T) {
 	obj := store.put("f", data)
 	store.gate = make(chan struct{})
 	pc := newFakeCache()
-	r := newTestReader(t, store, pc, 8, ReaderConfig{PartSize: 4096, Prefetch: PrefetchOpen})
-	r.PrefetchObject(obj)
+	r := newTestReader(t, store, pc, 8, Config{PartSize: 4096, Prefetch: prefetch.Open})
+	prefetchOpen(r, obj)
 	st := r.Stats()
-	if st.StartedAhead != 1 || st.StartedBack != 3 {
-		t.Fatalf("readahead parts %d, background parts %d; want 1 (the first) and 3", st.StartedAhead, st.StartedBack)
+	if st.StartedAhead.Load() != 1 || st.StartedBack.Load() != 3 {
+		t.Fatalf("readahead parts %d, background parts %d; want 1 (the first) and 3", st.StartedAhead.Load(), st.StartedBack.Load())
 	}
 	// The first part's fetch is the readahead one.
 	waitFor(t, func() bool { return r.sched.Stats().Running[prefetch.Readahead] == 1 })
 	close(store.gate)
-	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
 	got, err := r.ReadAt(context.Background(), obj, make([]byte, len(data)), 0, nil)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read after the fill: %v", err)
 	}
 
 	// A new Reader over the same cache: the object's parts are cached.
-	r2 := newTestReader(t, store, pc, 8, ReaderConfig{PartSize: 4096, Prefetch: PrefetchOpen})
-	r2.PrefetchObject(obj)
-	if st := r2.Stats(); st.StartedAhead != 0 || st.StartedBack != 0 {
-		t.Fatalf("with every part cached: readahead parts %d, background parts %d; want 0 and 0", st.StartedAhead, st.StartedBack)
+	r2 := newTestReader(t, store, pc, 8, Config{PartSize: 4096, Prefetch: prefetch.Open})
+	prefetchOpen(r2, obj)
+	if st := r2.Stats(); st.StartedAhead.Load() != 0 || st.StartedBack.Load() != 0 {
+		t.Fatalf("with every part cached: readahead parts %d, background parts %d; want 0 and 0", st.StartedAhead.Load(), st.StartedBack.Load())
 	}
 }
 
-// PrefetchSmallAfter queues the first SmallAhead objects it is given, each
+// PrefetchSmallAfter queues the first prefetch.SmallAhead objects it is given, each
 // once however often it is asked.
 func TestPrefetchSmallAfterIsBounded(t *testing.T) {
 	store := newMemStore()
 	var objs []fetcher.Object
-	for i := range SmallAhead + 8 {
+	for i := range prefetch.SmallAhead + 8 {
 		objs = append(objs, store.put(fmt.Sprint("f", i), randomBytes(uint64(100+i), 100)))
 	}
 	store.gate = make(chan struct{})
-	r := newTestReader(t, store, newFakeCache(), 2, ReaderConfig{PartSize: 4096, Prefetch: PrefetchOpen})
-	r.PrefetchSmallAfter(objs)
-	r.PrefetchSmallAfter(objs[1:])
-	if n := r.Stats().StartedBack; n != SmallAhead+1 {
-		t.Fatalf("%d background fetches started, want %d: the first %d, then one more from the second call", n, SmallAhead+1, SmallAhead)
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: 4096, Prefetch: prefetch.Open})
+	prefetchSmallAfter(r, objs)
+	prefetchSmallAfter(r, objs[1:])
+	if n := r.Stats().StartedBack.Load(); n != prefetch.SmallAhead+1 {
+		t.Fatalf("%d background fetches started, want %d: the first %d, then one more from the second call", n, prefetch.SmallAhead+1, prefetch.SmallAhead)
 	}
 	close(store.gate)
-	waitFor(t, func() bool { return r.Stats().InflightParts == 0 })
-	for _, obj := range objs[SmallAhead+1:] {
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
+	for _, obj := range objs[prefetch.SmallAhead+1:] {
 		if slices.Contains(store.order(), obj.Key) {
 			t.Errorf("%s was fetched; it is past the bound", obj.Key)
 		}

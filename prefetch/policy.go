@@ -1,0 +1,188 @@
+package prefetch
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/segfs/segfs/fetcher"
+)
+
+// Policies decide what to fetch ahead of reads; the read engine carries
+// their plans out. A policy sees the events of a mount (it starts
+// serving, a file is opened) and returns a Plan: parts to start now and
+// fills to queue in the background. It does no I/O and holds no locks
+// of the engine, so a new policy is one type with two methods, added to
+// the list Policies returns.
+
+// Policy decides what a mount fetches ahead at each event. Its methods
+// may be called concurrently.
+type Policy interface {
+	// Mounted is called once the mount serves files, with every file it
+	// shows in listing order.
+	Mounted(files []fetcher.Object, partSize int64) Plan
+	// Opened is called when a file is opened for reads that segfs
+	// serves. dir holds the files of its directory; the file is
+	// dir.Files[i].
+	Opened(dir *Dir, i int, partSize int64) Plan
+}
+
+// Plan is what a policy asks for at one event.
+type Plan struct {
+	// Parts are started at once at their priority, unless cached, held
+	// or in flight.
+	Parts []Part
+	// Fills are queued at background priority, each a cursor over its
+	// objects' parts (the engine's fill).
+	Fills []Fill
+}
+
+// Part names one part to start.
+type Part struct {
+	Obj   fetcher.Object
+	Index int64
+	Prio  Priority
+}
+
+// Fill fetches every part of Objects that is not cached, in order, at
+// background priority, as fetches of one scheduler group.
+type Fill struct {
+	// Group is the scheduler group its fetches are queued in: within a
+	// priority, groups take turns.
+	Group   string
+	Objects []fetcher.Object
+	// Once: each object is filled at most once in the mount's life, by
+	// the first fill whose cursor reaches it; later fills skip it.
+	Once bool
+}
+
+// Dir is one directory of the mount as policies see it: its files'
+// objects in listing order. Build it with Add; it is read-only once the
+// mount serves.
+type Dir struct {
+	Files []fetcher.Object
+
+	smallOnce sync.Once
+	small     []int // indexes in Files of the files of one part or less
+	smallPS   int64
+}
+
+// Add appends a file and returns its index in the directory.
+func (d *Dir) Add(obj fetcher.Object) int {
+	d.Files = append(d.Files, obj)
+	return len(d.Files) - 1
+}
+
+// smallAfter returns up to n of the files of one part or less after
+// Files[i], in listing order.
+func (d *Dir) smallAfter(i, n int, partSize int64) []fetcher.Object {
+	d.smallOnce.Do(func() {
+		d.smallPS = partSize
+		for j, o := range d.Files {
+			if o.Size <= partSize {
+				d.small = append(d.small, j)
+			}
+		}
+	})
+	from, _ := slices.BinarySearch(d.small, i+1)
+	idx := d.small[from:min(len(d.small), from+n)]
+	out := make([]fetcher.Object, len(idx))
+	for k, j := range idx {
+		out[k] = d.Files[j]
+	}
+	return out
+}
+
+// Mode says which policies a mount runs (--prefetch).
+type Mode string
+
+// Prefetch modes.
+const (
+	None Mode = "none" // fetch only what reads and their readahead need
+	Open Mode = "open" // also the rest of each opened file and the small files after it
+	All  Mode = "all"  // also every file, from the mount's start
+)
+
+// Policies returns the policies of mode, in the order they run.
+func Policies(mode Mode) []Policy {
+	switch mode {
+	case Open:
+		return []Policy{OnOpen{}, SmallAfter{N: SmallAhead}}
+	case All:
+		return []Policy{OnOpen{}, Sweep{}}
+	}
+	return nil
+}
+
+// OnOpen fills the rest of an opened file in the background, once per
+// object version, as the object's own group, so the fills of several
+// opened files take turns. Its first part starts at readahead priority
+// instead: an opened file is most often read from its start (a copy,
+// any whole read), and as readahead that part may split across the
+// workers the fill leaves free, where queued first in the fill it would
+// be one whole-part GET.
+type OnOpen struct{}
+
+func (OnOpen) Mounted([]fetcher.Object, int64) Plan { return Plan{} }
+
+func (OnOpen) Opened(dir *Dir, i int, partSize int64) Plan {
+	obj := dir.Files[i]
+	var p Plan
+	if obj.Size > 0 {
+		p.Parts = []Part{{Obj: obj, Index: 0, Prio: Readahead}}
+	}
+	p.Fills = []Fill{{Group: obj.Key, Objects: []fetcher.Object{obj}, Once: true}}
+	return p
+}
+
+// SmallAhead is how many of the small files after an opened one
+// SmallAfter fills by default.
+const SmallAhead = 32
+
+// SmallAfter fills, once each, the first N files of one part or less
+// that follow an opened file in its directory, in listing order. A copy
+// of a directory opens its files one after another in that order, and
+// each small file is one GET it would otherwise wait for in turn, with
+// the pool idle around it; a search engine opening a segment reads its
+// small files too. Larger files are left to their own open.
+type SmallAfter struct{ N int }
+
+func (SmallAfter) Mounted([]fetcher.Object, int64) Plan { return Plan{} }
+
+func (s SmallAfter) Opened(dir *Dir, i int, partSize int64) Plan {
+	var p Plan
+	for _, obj := range dir.smallAfter(i, s.N, partSize) {
+		p.Fills = append(p.Fills, Fill{Group: obj.Key, Objects: []fetcher.Object{obj}, Once: true})
+	}
+	return p
+}
+
+// SweepGroup is the scheduler group of Sweep's fetches. Object keys
+// cannot hold a NUL, so no file's own group has this name.
+const SweepGroup = "\x00prefetch-all"
+
+// Sweep fills every file of the mount from its start, as one fill that
+// runs in one order: first the files of one part, smallest first, so
+// that a copy of the whole tree never waits on a small file's first
+// byte; then the larger files in listing order (the order of the tree's
+// inodes and directory entries, the order a copy reads them in). One
+// order, not files taking turns: a copy reads one file after another,
+// so the file it reads next is the one to finish first. The sweep is one
+// scheduler group, so an opened file's own fill or a reader's readahead
+// still takes its turns beside it.
+type Sweep struct{}
+
+func (Sweep) Opened(*Dir, int, int64) Plan { return Plan{} }
+
+func (Sweep) Mounted(files []fetcher.Object, partSize int64) Plan {
+	var small, large []fetcher.Object
+	for _, obj := range files {
+		if obj.Size <= partSize {
+			small = append(small, obj)
+		} else {
+			large = append(large, obj)
+		}
+	}
+	slices.SortStableFunc(small, func(a, b fetcher.Object) int { return cmp.Compare(a.Size, b.Size) })
+	return Plan{Fills: []Fill{{Group: SweepGroup, Objects: append(small, large...), Once: true}}}
+}

@@ -1,0 +1,118 @@
+package reader
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
+)
+
+// The engine's interface to the FUSE edge: Serve once with the files the
+// mount shows, Open a Handle per open file, Read through it (into the
+// caller's buffer, or from a borrowed part buffer with its release), and
+// Close it. The edge never sees parts, calls or streams.
+
+// Serve is called once the mount serves files, with every file it shows
+// in listing order. A seekable zstd object is never promoted to a
+// whole-object file (its file shows its decompressed bytes). Then the
+// prefetch policies' Mounted plans run (the --prefetch all sweep);
+// queuing is quick, the fetches run on the pool.
+func (r *Reader) Serve(entries []Entry) {
+	files := make([]fetcher.Object, len(entries))
+	for i, e := range entries {
+		files[i] = e.Obj
+		if e.Table != nil && r.whole != nil {
+			r.whole.never(e.Obj)
+		}
+	}
+	for _, p := range r.policies {
+		r.runPlan(p.Mounted(files, r.cfg.PartSize))
+	}
+}
+
+// Handle is one open file: its entry, its reads' access pattern (for
+// readahead and the stream it may start), and the bytes its reads
+// returned. Its methods may be called concurrently (the kernel sends
+// several reads of one handle at once), Close once after the last read.
+type Handle struct {
+	r      *Reader
+	entry  Entry
+	seq    prefetch.Sequence
+	served atomic.Int64 // bytes its reads returned
+	closed sync.Once
+}
+
+// Open opens e, the file dir.Files[i], for reads. Its parts are evicted
+// from the disk cache last while it is open. With served, its reads come
+// to segfs, and the prefetch policies' Opened plans run; a handle the
+// edge gave the kernel a whole-object file for (OpenWhole) is opened with
+// served false.
+func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
+	r.cache.Pin(e.Obj.Key, e.Obj.ETag)
+	r.stats.OpenHandles.Add(1)
+	h := &Handle{r: r, entry: e}
+	if !served {
+		return h
+	}
+	if dir != nil {
+		for _, p := range r.policies {
+			r.runPlan(p.Opened(dir, i, r.cfg.PartSize))
+		}
+	}
+	if e.Table == nil {
+		r.promote(e.Obj) // built now if every part is cached
+	}
+	return h
+}
+
+// Read reads up to len(dest) bytes of the file at off. It returns the
+// bytes, in dest or, with a non-nil release, in a part's own buffer that
+// stays valid until release is called (ReadAtRef). A read at or past the
+// end returns no bytes.
+func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (data []byte, release func(), err error) {
+	if h.entry.Table != nil {
+		data, err = h.r.frames.ReadAt(ctx, h.entry, dest, off, &h.seq)
+	} else {
+		data, release, err = h.r.ReadAtRef(ctx, h.entry.Obj, dest, off, &h.seq)
+	}
+	if err == nil {
+		h.served.Add(int64(len(data)))
+	}
+	return data, release, err
+}
+
+// ReadWhole reports whether the file's pages may leave the kernel's page
+// cache once this handle closes (Config.DropAfterRead): its reads
+// returned at least the file's size, and the file is larger than a part.
+func (h *Handle) ReadWhole() bool {
+	size := h.entry.Size()
+	return h.r.cfg.DropAfterRead && size > h.r.cfg.PartSize && h.served.Load() >= size
+}
+
+// Close ends the handle: the Reader stops following its stream (its
+// taken-back fetches are queued again) and unpins its parts. Later calls
+// do nothing.
+func (h *Handle) Close() {
+	h.closed.Do(func() {
+		h.r.endStream(h.entry.Obj, &h.seq)
+		h.r.cache.Unpin(h.entry.Obj.Key, h.entry.Obj.ETag)
+		h.r.stats.OpenHandles.Add(-1)
+	})
+}
+
+// OpenWhole returns e's sealed whole-object file, if passthrough is on
+// and the cache has one; the edge hands it to the kernel, which then
+// serves the open file's reads itself.
+func (r *Reader) OpenWhole(e Entry) (*os.File, bool) {
+	if !r.Passthrough() || e.Table != nil || e.Obj.Size <= 0 {
+		return nil, false
+	}
+	f, ok := r.cache.OpenObject(r.objectKey(e.Obj))
+	if ok {
+		r.stats.PassthroughOpens.Add(1)
+	}
+	return f, ok
+}

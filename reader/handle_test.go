@@ -1,0 +1,94 @@
+package reader
+
+import (
+	"context"
+	"testing"
+
+	"github.com/segfs/segfs/prefetch"
+)
+
+// A handle says its file was read whole only with DropAfterRead, when its
+// reads returned at least the file's size and the file is larger than a
+// part.
+func TestReadWholeOnlyAfterAWholeRead(t *testing.T) {
+	const ps = 1000
+	store := newMemStore()
+	big := Entry{Name: "big", Obj: store.put("big", randomBytes(1, 3*ps+500))}
+	small := Entry{Name: "small", Obj: store.put("small", randomBytes(2, ps))}
+	on := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None, DropAfterRead: true})
+	off := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None})
+	whole := func(r *Reader, e Entry, served int64) bool {
+		h := r.Open(e, nil, 0, true)
+		defer h.Close()
+		h.served.Store(served)
+		return h.ReadWhole()
+	}
+	if !whole(on, big, big.Obj.Size) {
+		t.Error("not whole after reads of the whole file")
+	}
+	if !whole(on, big, big.Obj.Size+ps) {
+		t.Error("not whole after reads of more than the file (a re-read)")
+	}
+	if whole(on, big, big.Obj.Size-1) {
+		t.Error("whole after reads short of the file")
+	}
+	if whole(on, small, small.Obj.Size) {
+		t.Error("whole for a file no larger than a part")
+	}
+	if whole(off, big, big.Obj.Size) {
+		t.Error("whole with DropAfterRead off")
+	}
+	// Reads through the handle count.
+	h := on.Open(big, nil, 0, true)
+	defer h.Close()
+	for off := int64(0); off < big.Obj.Size; off += 1024 {
+		if _, release, err := h.Read(context.Background(), make([]byte, 1024), off); err != nil {
+			t.Fatal(err)
+		} else if release != nil {
+			release()
+		}
+	}
+	if !h.ReadWhole() {
+		t.Errorf("a handle that read the file from start to end served %d of %d bytes", h.served.Load(), big.Obj.Size)
+	}
+	if n := on.Stats().OpenHandles.Load(); n != 1 {
+		t.Errorf("%d open handles, want 1", n)
+	}
+}
+
+// checkInvariantsLocked can fail: each broken invariant is reported.
+func TestInvariantsCatchBrokenState(t *testing.T) {
+	const ps = 1000
+	store := newMemStore()
+	obj := store.put("f", randomBytes(3, 4*ps))
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None})
+	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
+	check := func(what string, breakIt, undo func()) {
+		t.Helper()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err := r.checkInvariantsLocked(); err != nil {
+			t.Fatalf("before %s: %v", what, err)
+		}
+		breakIt()
+		err := r.checkInvariantsLocked()
+		undo()
+		if err == nil {
+			t.Errorf("%s: not caught", what)
+		}
+	}
+	check("held bytes miscounted", func() { r.heldBytes++ }, func() { r.heldBytes-- })
+	check("memory tier miscounted", func() { r.mem.bytes++ }, func() { r.mem.bytes-- })
+	call := &partCall{key: keyOfPart(obj, 1), obj: obj, done: make(chan struct{}), buf: &partBuf{}}
+	check("call without the fetch's ref", func() {
+		r.inflight[call.key] = call
+		r.stats.InflightParts.Add(1)
+	}, func() {
+		delete(r.inflight, call.key)
+		r.stats.InflightParts.Add(-1)
+	})
+	check("gauge off", func() { r.stats.InflightParts.Add(1) }, func() { r.stats.InflightParts.Add(-1) })
+}

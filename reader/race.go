@@ -1,0 +1,5 @@
+//go:build race
+
+package reader
+
+const checkInvariants = true

@@ -1,0 +1,82 @@
+package reader
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
+)
+
+// rangeKey names a byte range of an object version.
+type rangeKey struct {
+	obj    objKey
+	off, n int64
+}
+
+// rangeCall is one GET of a range, shared by the readers of that range.
+// data and err are set before done is closed; data is never modified.
+type rangeCall struct {
+	done chan struct{}
+	data []byte
+	err  error
+	task *prefetch.Task // guarded by Reader.mu
+	refs int            // readers waiting; guarded by Reader.mu
+}
+
+// readRange fetches exactly [off, off+len(p)) of obj at demand priority,
+// without caching it: the cold small read's fast path. Readers of the same
+// range share one GET.
+func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p []byte) error {
+	rk := rangeKey{obj: keyOfObject(obj), off: off, n: int64(len(p))}
+	r.mu.Lock()
+	call := r.ranges[rk]
+	if call == nil {
+		call = &rangeCall{done: make(chan struct{})}
+		r.ranges[rk] = call
+		r.mu.Unlock()
+		r.stats.RangeReads.Add(1)
+		task := r.sched.Submit(obj.Key, prefetch.Demand, func(ctx context.Context) {
+			buf := make([]byte, len(p)) // the task may outlive its readers
+			err := func() (err error) {
+				defer catchPanic(&err, fmt.Sprintf("fetch %s [%d,%d)", obj.Key, off, off+int64(len(buf))))
+				return r.store.ReadRange(ctx, obj, off, buf)
+			}()
+			if err == nil {
+				r.stats.FetchedBytes.Add(int64(len(buf)))
+			}
+			r.mu.Lock()
+			delete(r.ranges, rk)
+			call.data, call.err = buf, err
+			close(call.done)
+			r.mu.Unlock()
+		})
+		r.mu.Lock()
+		call.task = task
+	} else {
+		r.stats.Joins.Add(1)
+	}
+	call.refs++
+	r.mu.Unlock()
+
+	select {
+	case <-call.done:
+		if call.err != nil {
+			return call.err
+		}
+		copy(p, call.data)
+		return nil
+	case <-ctx.Done():
+		r.mu.Lock()
+		call.refs--
+		// Nobody else wants it and it never ran: drop it. (The scheduler
+		// never calls back into the Reader while holding its own lock.)
+		if call.refs == 0 && call.task != nil && r.sched.Cancel(call.task) {
+			delete(r.ranges, rk)
+			call.err = ctx.Err()
+			close(call.done)
+		}
+		r.mu.Unlock()
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,384 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
+)
+
+// ErrClosed is returned by reads on a closed Reader.
+var ErrClosed = errors.New("segfs: reader closed")
+
+// Cache is the persistent store the Reader keeps fetched parts and
+// whole-object files in: cache.Cache. All methods may be called
+// concurrently.
+type Cache interface {
+	// ReadAt reads len(p) bytes at off within the part; ok is false on a
+	// miss.
+	ReadAt(ctx context.Context, k cache.Key, p []byte, off int64) (n int, ok bool, err error)
+	// NewSums returns the checksums of a part that will be read into
+	// data, to be filled as its bytes arrive; nil if the cache computes
+	// them itself.
+	NewSums(data []byte) *cache.Sums
+	// PutSummed stores a whole part, with the checksums sums computed
+	// as it arrived (nil: computed by the cache). It does not retain data.
+	PutSummed(ctx context.Context, k cache.Key, data []byte, sums *cache.Sums) error
+	// Contains reports whether the part is stored.
+	Contains(k cache.Key) bool
+	// WillNeed hints that a stored part will be read soon.
+	WillNeed(k cache.Key)
+	// Pin and Unpin bracket the time an object's file is open: its parts
+	// are evicted last.
+	Pin(object, etag string)
+	Unpin(object, etag string)
+	// Promote builds the whole-object file of an object whose parts are
+	// all stored; cache.ErrIncomplete if one is missing.
+	Promote(ctx context.Context, k cache.ObjectKey, partSize int64) error
+	// OpenObject opens an object's sealed whole-object file, if stored.
+	OpenObject(k cache.ObjectKey) (*os.File, bool)
+}
+
+// Reader serves logical byte ranges of objects from aligned parts: from
+// memory when it holds them, from the disk cache when it has them, else
+// fetched through the scheduler and then cached. It may be used by any
+// number of goroutines at once. See the package doc for its invariants
+// and lock order.
+type Reader struct {
+	// Constant after New.
+	store    fetcher.Store
+	cache    Cache
+	sched    *prefetch.Scheduler
+	cfg      Config
+	policies []prefetch.Policy
+	frames   *FrameReader
+	whole    *promoter      // nil unless cfg.Passthrough
+	bufs     chan []byte    // free part buffers, at most one per worker
+	putq     chan *partCall // hands fetched parts to the writers; closed by Close
+	stop     chan struct{}  // closed by Close: ends sweepStreams
+	stats    Stats
+
+	// receiving counts part fetches filling their buffers now.
+	receiving atomic.Int64
+	// Test hooks, set before use. beforeSplit runs when a part fetch has
+	// decided to split, before it submits its ranges; afterPublish when a
+	// part fetch has published its bytes or error, before it is stored;
+	// afterStart when a reader has started the fetch it waits for.
+	beforeSplit  func()
+	afterPublish func(*partCall)
+	afterStart   func()
+
+	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
+	writers sync.WaitGroup
+	sweeper sync.WaitGroup
+
+	// Mutable state, guarded by mu.
+	mu         sync.Mutex
+	closed     bool
+	inflight   map[partKey]*partCall   // part fetches from start until stored (calls.go)
+	ranges     map[rangeKey]*rangeCall // small range GETs in flight (ranges.go)
+	mem        memTier                 // parts the disk refused (memtier.go)
+	prefetched map[objKey]bool         // objects a Once fill reached (fill.go)
+	fills      map[objKey]*fill        // the fill whose cursor is on each object (fill.go)
+	streams    map[objKey]*stream      // sequential readers followed (stream.go)
+	heldBytes  int64                   // capacity of the streams' held parts
+}
+
+// New returns a Reader over store that keeps parts in pc and runs every
+// fetch on sched. Close the Reader before the scheduler.
+func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (*Reader, error) {
+	cfg, err := cfg.withDefaults(sched.Workers())
+	if err != nil {
+		return nil, fmt.Errorf("reader: %w", err)
+	}
+	r := &Reader{
+		store:      store,
+		cache:      pc,
+		sched:      sched,
+		cfg:        cfg,
+		policies:   prefetch.Policies(cfg.Prefetch),
+		bufs:       make(chan []byte, sched.Workers()),
+		putq:       make(chan *partCall), // a hand-off: no parts queued beyond the writers
+		stop:       make(chan struct{}),
+		inflight:   make(map[partKey]*partCall),
+		ranges:     make(map[rangeKey]*rangeCall),
+		mem:        newMemTier(cfg.MemoryLimit),
+		prefetched: make(map[objKey]bool),
+		fills:      make(map[objKey]*fill),
+		streams:    make(map[objKey]*stream),
+	}
+	r.frames, err = newFrameReader(r, cfg.Frames)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Passthrough {
+		r.whole = newPromoter(r)
+	}
+	r.writers.Add(cfg.Writers)
+	for range cfg.Writers {
+		go r.writer()
+	}
+	r.sweeper.Go(r.sweepStreams)
+	return r, nil
+}
+
+// PartSize returns the part size in use.
+func (r *Reader) PartSize() int64 { return r.cfg.PartSize }
+
+// partLen returns the length of part idx of obj.
+func (r *Reader) partLen(obj fetcher.Object, idx int64) int64 {
+	return min(r.cfg.PartSize, obj.Size-idx*r.cfg.PartSize)
+}
+
+// ReadAt reads up to len(dest) bytes of obj at off into dest and returns
+// the filled prefix. A read at or past the end of the object returns no
+// bytes and no error. seq, if not nil, tracks the caller's access pattern
+// for readahead. ctx bounds only this caller's wait: fetches that other
+// readers or the cache want go on when it is done. On error no bytes are
+// returned and dest's contents are unspecified.
+func (r *Reader) ReadAt(ctx context.Context, obj fetcher.Object, dest []byte, off int64, seq *prefetch.Sequence) ([]byte, error) {
+	data, _, err := r.read(ctx, obj, dest, off, seq, false)
+	return data, err
+}
+
+// ReadAtRef is ReadAt for a caller that can send the bytes from where
+// they lie: a read within one part that a stream holds in memory, or
+// whose fetch is in flight, returns a slice of the part's buffer, not a
+// copy in dest, which saves a copy of every byte of a cold sequential
+// read. release, if not nil, must be called once the returned bytes are
+// no longer used; until then the buffer is not recycled. Any other read
+// fills dest, as ReadAt does, and release is nil.
+func (r *Reader) ReadAtRef(ctx context.Context, obj fetcher.Object, dest []byte, off int64, seq *prefetch.Sequence) (data []byte, release func(), err error) {
+	return r.read(ctx, obj, dest, off, seq, true)
+}
+
+func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off int64, seq *prefetch.Sequence, byRef bool) ([]byte, func(), error) {
+	r.stats.Reads.Add(1)
+	if off < 0 {
+		return nil, nil, fmt.Errorf("read %s at %d: negative offset", obj.Key, off)
+	}
+	if off >= obj.Size || len(dest) == 0 {
+		return dest[:0], nil, nil
+	}
+	window, streaming := 0, false
+	if seq != nil {
+		end := min(off+int64(len(dest)), obj.Size)
+		window, streaming = seq.Observe(off, end, r.cfg.MaxReadahead)
+		refill, pump := r.follow(obj, seq, off/r.cfg.PartSize, streaming)
+		r.refill(obj, refill)
+		for _, f := range pump {
+			r.pump(f)
+		}
+	}
+	p := r.planRead(obj.Size, off, int64(len(dest)), streaming, byRef)
+	out := dest[:p.end-off]
+	for i := p.startFrom; i <= p.last; i++ {
+		r.startPart(obj, i, prefetch.Demand)
+	}
+	var release func()
+	if p.borrow {
+		out, release = r.borrowPart(ctx, obj, p.first, out, off-p.first*r.cfg.PartSize)
+	}
+	var err error
+	switch {
+	case release != nil:
+	case p.parallel:
+		err = r.readSmallParts(ctx, obj, out, off, p.first, p.last)
+	default:
+		ps := r.cfg.PartSize
+		for i := p.first; i <= p.last && err == nil; i++ {
+			lo, hi := max(off, i*ps), min(p.end, (i+1)*ps)
+			err = r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, p.small)
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s [%d,%d): %w", obj.Key, off, p.end, err)
+	}
+	if window > 0 {
+		from, to := seq.Ahead(p.last, int64(window))
+		for i := from; i <= to && i*r.cfg.PartSize < obj.Size; i++ {
+			r.startPart(obj, i, prefetch.Readahead)
+		}
+	}
+	r.stats.ReadBytes.Add(int64(len(out)))
+	return out, release, nil
+}
+
+// readSmallParts fills out, the bytes of a small read at off that spans
+// parts first to last, reading the parts at once: a cold one by a GET of
+// its own range each, in parallel. The kernel reads a whole readahead
+// span around a page fault of a mapped file, and such a read that
+// crosses a part border would otherwise wait for its halves' GETs one
+// after the other.
+func (r *Reader) readSmallParts(ctx context.Context, obj fetcher.Object, out []byte, off, first, last int64) error {
+	ps := r.cfg.PartSize
+	end := off + int64(len(out))
+	errs := make([]error, last-first+1)
+	var wg sync.WaitGroup
+	for i := first; i <= last; i++ {
+		lo, hi := max(off, i*ps), min(end, (i+1)*ps)
+		wg.Go(func() {
+			errs[i-first] = func() (err error) {
+				defer catchPanic(&err, fmt.Sprintf("read %s part %d", obj.Key, i))
+				return r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, true)
+			}()
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// borrowPart returns the bytes of part idx at off, len(p) of them, from
+// the part's buffer, if a stream holds it or its fetch is in flight (and
+// then waits for it), with the func that gives the buffer back. Otherwise
+// it returns p and a nil func, and the caller reads the part into p.
+func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64) ([]byte, func()) {
+	k := keyOfPart(obj, idx)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return p, nil
+	}
+	var buf *partBuf
+	var call *partCall
+	var tasks []*prefetch.Task
+	if call = r.inflight[k]; call != nil {
+		buf = call.buf
+		tasks = r.joinLocked(call)
+	} else if buf = r.heldLocked(k); buf != nil {
+		r.retainLocked(buf)
+	} else {
+		r.mu.Unlock()
+		return p, nil
+	}
+	r.mu.Unlock()
+	release := func() {
+		r.mu.Lock()
+		r.releaseLocked(buf)
+		r.mu.Unlock()
+	}
+	if call == nil {
+		r.stats.HeldHits.Add(1)
+	} else {
+		r.raiseJoined(tasks)
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			release()
+			return p, nil // readPart reports ctx's error
+		}
+		if call.err != nil {
+			release()
+			return p, nil // readPart fetches again or reports the error
+		}
+	}
+	n := min(int64(len(p)), int64(len(buf.data))-off)
+	return buf.data[off : off+n], release
+}
+
+// readPart fills p with the bytes at off within part idx of obj, from
+// the first tier that has them in the order choose gives (decide.go).
+func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64, small bool) error {
+	k := keyOfPart(obj, idx)
+	ck := r.cacheKey(k)
+	for attempt := 0; ; attempt++ {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			return ErrClosed
+		}
+		v := r.viewLocked(k)
+		switch choose(v, small, attempt > 0) {
+		case fromMemory:
+			r.mem.copyOut(k, p, off)
+			r.mu.Unlock()
+			r.stats.MemoryHits.Add(1)
+			return nil
+		case fromHeld:
+			copy(p, r.heldLocked(k).data[off:])
+			r.mu.Unlock()
+			r.stats.HeldHits.Add(1)
+			return nil
+		case fromCall:
+			call := r.inflight[k]
+			tasks := r.joinLocked(call)
+			r.mu.Unlock()
+			r.raiseJoined(tasks)
+			return r.waitCall(ctx, call, p, off)
+		}
+		r.mu.Unlock()
+
+		v.disk = r.cache.Contains(ck)
+		src := choose(v, small, attempt > 0)
+		if src == fromDisk {
+			_, ok, err := r.cache.ReadAt(ctx, ck, p, off)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return ctx.Err()
+			case err == nil && ok:
+				r.stats.DiskHits.Add(1)
+				return nil
+			case err != nil:
+				r.cfg.Logger.Warn("cache read failed; fetching again", "key", obj.Key, "part", idx, "err", err)
+			}
+			v.disk = false
+			src = choose(v, small, attempt > 0)
+		}
+		switch src {
+		case fromRange, fromRangeAndPart:
+			if src == fromRangeAndPart {
+				r.startPart(obj, idx, prefetch.Background)
+			}
+			return r.readRange(ctx, obj, idx*r.cfg.PartSize+off, p)
+		}
+		mine := r.startDemand(obj, idx)
+		if r.afterStart != nil {
+			r.afterStart()
+		}
+		if mine != nil {
+			return r.waitCall(ctx, mine, p, off)
+		}
+	}
+}
+
+// Close refuses new reads, stops the frame decodes, finishes storing the
+// parts already fetched and queued for the disk cache, and stops the
+// writers; parts fetched after it are not cached. The scheduler, closed
+// after it, ends the fetches. Close may be called more than once.
+func (r *Reader) Close() error {
+	r.frames.Close()
+	r.mu.Lock()
+	already := r.closed
+	r.closed = true
+	r.mu.Unlock()
+	if !already {
+		close(r.stop)
+		r.sweeper.Wait()
+		r.senders.Wait()
+		close(r.putq)
+	}
+	r.writers.Wait()
+	if r.whole != nil {
+		r.whole.close()
+	}
+	r.mu.Lock()
+	r.mem.clear()
+	clear(r.streams)
+	clear(r.fills)
+	r.heldBytes = 0
+	r.mu.Unlock()
+	r.stats.MemoryBytes.Store(0)
+	r.stats.HeldBytes.Store(0)
+	return nil
+}
