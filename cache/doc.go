@@ -67,7 +67,7 @@
 //     16 KiB pread for its block, and checksums about 18 KiB; never the
 //     whole part. Headers are re-read and re-checked on every read rather
 //     than cached with open descriptors: such a cache would save the open
-//     and one pread (about half of a warm 4 KiB read, measured) but would
+//     and one pread (docs/BENCH.md has what they cost) but would
 //     have to close descriptors on eviction without racing the readers
 //     using them, and would keep evicted files' space allocated.
 //   - Transactional writes: Put writes DIR/tmp/<name>.tmp (O_CREAT|O_EXCL,

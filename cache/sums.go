@@ -9,8 +9,7 @@ import (
 // bytes arrive, for PutSummed. A part fetched into memory and stored
 // later is read twice otherwise: by the network's copy into the buffer
 // and, seconds later and long out of the CPU's cache, by the checksums
-// of Put (measured: the larger of segfs's two CRC32C passes on a cold
-// read). Summing each block as soon as it is whole reads it while the
+// of Put, the costlier of the two passes. Summing each block as soon as it is whole reads it while the
 // copy that filled it has left it in the cache.
 //
 // A Sums is used by one goroutine at a time.

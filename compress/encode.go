@@ -11,10 +11,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// DefaultFrameSize is the frame size Encode uses when none is given. On
-// nyc_taxis-like JSON at level 3 (BenchmarkFrameSize), 256 KiB frames
-// compress within 2% of 1 MiB and 4 MiB frames, while a cold random read
-// decodes 4 times less than with 1 MiB frames (about 0.3 ms per frame).
+// DefaultFrameSize is the frame size Encode uses when none is given: on
+// stored-fields JSON it compresses about as well as larger frames, while
+// a cold random read decodes far less (BenchmarkFrameSize measures it;
+// docs/BENCH.md, "Hybrid compression", has the figures).
 const DefaultFrameSize = 256 << 10
 
 // EncoderOptions configure Encode. The zero value selects the defaults.

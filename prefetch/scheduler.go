@@ -142,9 +142,8 @@ func (s *Scheduler) Submit(group string, prio Priority, run func(ctx context.Con
 // running task is counted at prio from now on: a reader that waits on a
 // running readahead or background fetch makes it demand work, and the
 // slot it held among the non-demand workers is free for the next
-// readahead (measured: a network-bound sequential reader, which waits on
-// one part at a time, kept 15 of 16 fetches in flight before, 16 after).
-// Raise does nothing if the task has ended or already has prio or a
+// readahead, so a sequential reader that waits on one part at a time
+// keeps every worker busy. Raise does nothing if the task has ended or already has prio or a
 // higher one.
 func (s *Scheduler) Raise(t *Task, prio Priority) {
 	s.mu.Lock()

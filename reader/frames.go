@@ -41,8 +41,8 @@ type FrameConfig struct {
 }
 
 // Default values of FrameConfig. DefaultDecodeMemory holds one decode of
-// a frame of compress.DefaultFrameLimit (MinDecodeMemory: 52.3 MiB) or
-// about 70 of push's default 256 KiB frames.
+// a frame of compress.DefaultFrameLimit (MinDecodeMemory), or dozens of
+// push's default frames at once.
 const (
 	DefaultFrameCache   = 64 << 20
 	DefaultDecodeMemory = 64 << 20

@@ -55,8 +55,8 @@ type mountCmd struct {
 // 0 asks for the scheduler's default (a quarter). With --prefetch all the
 // default leaves one: such a mount serves a copy, whose reads trail the
 // fill and find their parts fetched, and there background work is most
-// of what the pool has to do (measured on a network-bound remote: 0.79x
-// the limit at 12 of 16 background fetches, 0.87x at 15; docs/BENCH.md).
+// of what the pool has to do (docs/BENCH.md, "Measured and not kept",
+// has the figures).
 func (c *mountCmd) reserved() int {
 	switch {
 	case c.BackgroundFetches != 0:

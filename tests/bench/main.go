@@ -24,11 +24,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/segfs/segfs/tests/harness"
@@ -67,27 +65,14 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == mmapChildArg {
 		os.Exit(mmapChild())
 	}
-	os.Exit(mainCode())
-}
-
-func mainCode() int {
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 2
+		os.Exit(harness.ExitUsage)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err = run(ctx, cfg)
-	switch {
-	case ctx.Err() != nil:
-		fmt.Fprintln(os.Stderr, "\nbench: interrupted; cleaned up")
-		return 130
-	case err != nil:
-		fmt.Fprintf(os.Stderr, "\nbench FAILED: %v\n", err)
-		return 1
-	}
-	return 0
+	os.Exit(harness.Program{Name: "bench"}.Main(func(ctx context.Context) error {
+		return run(ctx, cfg)
+	}))
 }
 
 func parseFlags(args []string) (config, error) {

@@ -14,9 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/segfs/segfs/tests/harness"
@@ -32,11 +30,6 @@ type config struct {
 }
 
 func main() {
-	os.Exit(mainCode())
-}
-
-// mainCode runs the demo and returns the process's exit status.
-func mainCode() int {
 	var cfg config
 	flag.Int64Var(&cfg.scale, "scale", 300e6, "size of the sample shard in bytes")
 	flag.Int64Var(&cfg.seed, "seed", 1, "seed of the sample shard's content")
@@ -44,22 +37,8 @@ func mainCode() int {
 	flag.StringVar(&cfg.partSize, "part-size", "", "segfs --part-size (default: segfs's own)")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, cfg)
-	switch {
-	case ctx.Err() != nil && (err == nil || err == context.Canceled):
-		fmt.Println("\nInterrupted; cleaned up.")
-		return 130
-	case ctx.Err() != nil:
-		fmt.Fprintf(os.Stderr, "\nInterrupted: %v\n", err)
-		return 130
-	case err != nil:
-		fmt.Fprintf(os.Stderr, "\nDEMO FAILED: %v\n", err)
-		return 1
-	}
-	fmt.Println("\nAll checks passed.")
-	return 0
+	prog := harness.Program{Name: "demo", Passed: "All checks passed.", InterruptErrors: true}
+	os.Exit(prog.Main(func(ctx context.Context) error { return run(ctx, cfg) }))
 }
 
 func run(ctx context.Context, cfg config) (err error) {

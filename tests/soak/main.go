@@ -36,9 +36,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"github.com/segfs/segfs/tests/harness"
 )
 
 // config is the command line.
@@ -105,28 +105,16 @@ func parseFlags(args []string) (config, error) {
 }
 
 func main() {
-	os.Exit(mainCode())
-}
-
-func mainCode() int {
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
-		return 2
+		os.Exit(harness.ExitUsage)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rep, err := run(ctx, cfg, os.Stdout)
-	switch {
-	case ctx.Err() != nil:
-		fmt.Fprintln(os.Stderr, "\nsoak: interrupted; cleaned up")
-		return 130
-	case err != nil:
-		fmt.Fprintf(os.Stderr, "\nsoak FAILED: %v\n", err)
-		return 1
-	case !rep.passed():
-		fmt.Fprintln(os.Stderr, "\nsoak FAILED: see the report above")
-		return 1
-	}
-	return 0
+	os.Exit(harness.Program{Name: "soak"}.Main(func(ctx context.Context) error {
+		rep, err := run(ctx, cfg, os.Stdout)
+		if err == nil && !rep.passed() {
+			err = errors.New("see the report above")
+		}
+		return err
+	}))
 }

@@ -1,0 +1,50 @@
+package fs
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The module's packages stand in layers, each importing only those
+// below it (docs/DESIGN.md, "Packages"), and go-fuse is imported by the
+// FUSE edge and the command alone: the read engine knows nothing of
+// FUSE.
+func TestLayers(t *testing.T) {
+	const mod = "github.com/segfs/segfs/"
+	rank := map[string]int{
+		"stats": 0, "fetcher": 0, "cache": 0, "compress": 0,
+		"prefetch": 1, "push": 1,
+		"reader":    2,
+		"fs":        3,
+		"cmd/segfs": 4,
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg, ok := strings.CutPrefix(f[0], mod)
+		if !ok || strings.HasPrefix(pkg, "tests/") {
+			continue // the tests' programs may use anything
+		}
+		r, known := rank[pkg]
+		if !known {
+			t.Errorf("package %s has no layer in this test", pkg)
+			continue
+		}
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, "github.com/hanwen/go-fuse") && pkg != "fs" && pkg != "cmd/segfs" {
+				t.Errorf("%s imports %s: only fs and cmd/segfs may", pkg, imp)
+			}
+			dep, ok := strings.CutPrefix(imp, mod)
+			if !ok {
+				continue
+			}
+			if dr, known := rank[dep]; known && dr >= r {
+				t.Errorf("%s imports %s, which is not below it", pkg, dep)
+			}
+		}
+	}
+}
