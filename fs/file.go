@@ -90,8 +90,8 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 		if h.node.dropOnRelease(h, h.rh.ReadWhole()) {
 			h.node.dropPageCache()
 		}
-		h.rh.Close() // counts as closed once its pages are dropped
 		h.node.release(h)
+		h.rh.Close() // uncounts the handle: last, once the node let go of it
 	})
 	return 0
 }

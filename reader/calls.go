@@ -105,12 +105,19 @@ func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefe
 	r.checkLocked()
 	r.mu.Unlock()
 	r.stats.started(prio).Add(1)
+	if r.beforeSubmit != nil {
+		r.beforeSubmit(call)
+	}
 	// Submit outside mu: after the scheduler is closed it runs the task
 	// at once, on this goroutine.
 	task := r.sched.Submit(group, prio, func(ctx context.Context) { r.runFetch(ctx, call) })
 	r.mu.Lock()
 	call.task = task
+	now := call.prio // raised by a reader that joined before the task existed
 	r.mu.Unlock()
+	if now > prio {
+		r.sched.Raise(task, now)
+	}
 	if !join {
 		return nil
 	}
@@ -176,10 +183,9 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	}
 	start := time.Now()
 	r.receiving.Add(1)
-	err := func() (err error) {
-		defer catchPanic(&err, fmt.Sprintf("fetch %s part %d", call.obj.Key, call.key.idx))
+	err := guard(fmt.Sprintf("fetch %s part %d", call.obj.Key, call.key.idx), func() error {
 		return r.fetchPart(ctx, call, buf, sums, progress)
-	}()
+	})
 	r.receiving.Add(-1)
 	r.stats.FetchNanos.Add(int64(time.Since(start)))
 	if err != nil {

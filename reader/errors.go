@@ -25,6 +25,12 @@ func catchPanic(err *error, what string) {
 	}
 }
 
+// guard runs f, turning a panic into an error as catchPanic does.
+func guard(what string, f func() error) (err error) {
+	defer catchPanic(&err, what)
+	return f()
+}
+
 // LoggedError marks an error whose cause was logged once already where
 // it was found (an object refused for good): every read of it fails
 // alike, and the edge logs them at debug level only.

@@ -54,6 +54,9 @@ func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
 	r.cache.Pin(e.Obj.Key, e.Obj.ETag)
 	r.stats.OpenHandles.Add(1)
 	h := &Handle{r: r, entry: e}
+	if e.Table != nil && r.whole != nil {
+		r.whole.never(e.Obj) // before its fill can ask for a build; Serve may not have run yet
+	}
 	if !served {
 		return h
 	}

@@ -38,10 +38,9 @@ func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p
 		r.stats.RangeReads.Add(1)
 		task := r.sched.Submit(obj.Key, prefetch.Demand, func(ctx context.Context) {
 			buf := make([]byte, len(p)) // the task may outlive its readers
-			err := func() (err error) {
-				defer catchPanic(&err, fmt.Sprintf("fetch %s [%d,%d)", obj.Key, off, off+int64(len(buf))))
+			err := guard(fmt.Sprintf("fetch %s [%d,%d)", obj.Key, off, off+int64(len(buf))), func() error {
 				return r.store.ReadRange(ctx, obj, off, buf)
-			}()
+			})
 			if err == nil {
 				r.stats.FetchedBytes.Add(int64(len(buf)))
 			}

@@ -69,10 +69,12 @@ type Reader struct {
 	// Test hooks, set before use. beforeSplit runs when a part fetch has
 	// decided to split, before it submits its ranges; afterPublish when a
 	// part fetch has published its bytes or error, before it is stored;
-	// afterStart when a reader has started the fetch it waits for.
+	// afterStart when a reader has started the fetch it waits for;
+	// beforeSubmit when a new call is in flight, before its task exists.
 	beforeSplit  func()
 	afterPublish func(*partCall)
 	afterStart   func()
+	beforeSubmit func(*partCall)
 
 	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
 	writers sync.WaitGroup
@@ -224,10 +226,9 @@ func (r *Reader) readSmallParts(ctx context.Context, obj fetcher.Object, out []b
 	for i := first; i <= last; i++ {
 		lo, hi := max(off, i*ps), min(end, (i+1)*ps)
 		wg.Go(func() {
-			errs[i-first] = func() (err error) {
-				defer catchPanic(&err, fmt.Sprintf("read %s part %d", obj.Key, i))
+			errs[i-first] = guard(fmt.Sprintf("read %s part %d", obj.Key, i), func() error {
 				return r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, true)
-			}()
+			})
 		})
 	}
 	wg.Wait()

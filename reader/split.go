@@ -65,10 +65,9 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 		sub := &subRange{lo: rg[0], hi: rg[1], done: make(chan struct{})}
 		subs[i] = sub
 		tasks[i] = r.sched.Submit(call.group, prio, func(ctx context.Context) {
-			sub.err = func() (err error) {
-				defer catchPanic(&err, fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base+sub.lo, base+sub.hi))
+			sub.err = guard(fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base+sub.lo, base+sub.hi), func() error {
 				return r.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
-			}()
+			})
 			close(sub.done)
 		})
 	}
@@ -91,12 +90,19 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 	}()
 	// The first range with the progress of the checksums, which sum
 	// blocks in order: the rest are summed below, once they are in.
+	// A panic in this goroutine's own GETs fails the part but must not
+	// skip the wait below: ranges still running write into buf, which
+	// goes back to the pool when this returns.
 	first := ranges[0][1]
-	err := fetcher.ReadRangeProgress(ctx, r.store, call.obj, base, buf[:first], progress)
+	err := guard(fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base, base+first), func() error {
+		return fetcher.ReadRangeProgress(ctx, r.store, call.obj, base, buf[:first], progress)
+	})
 	for i, sub := range subs {
 		if r.sched.Cancel(tasks[i]) {
 			if err == nil { // else the part has failed: leave the range
-				sub.err = r.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
+				sub.err = guard(fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base+sub.lo, base+sub.hi), func() error {
+					return r.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
+				})
 			}
 			close(sub.done)
 		}

@@ -9,10 +9,12 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/tests/leakcheck"
 )
@@ -374,4 +376,72 @@ func TestJoiningReaderRaisesQueuedRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRanges(t, store.rangesOf("f"), 3, splitPart)
+}
+
+// A panic in the GET a split fetch makes itself fails the part only once
+// its other ranges, which write into the same buffer, have ended: the
+// buffer goes back to the pool after that.
+func TestSplitFetchPanicWaitsForItsRanges(t *testing.T) {
+	store := newMemStore()
+	obj := store.put("bad", randomBytes(12, splitPart))
+	var running atomic.Int64
+	ps := slowRangesStore{memStore: store, running: &running, started: make(chan struct{}, 16)}
+	r := newTestReader(t, ps, newFakeCache(), 8, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.None})
+	var atPublish atomic.Int64
+	r.afterPublish = func(*partCall) { atPublish.Store(running.Load()) }
+	if _, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil); !errors.Is(err, ErrInternal) {
+		t.Fatalf("read: %v, want ErrInternal", err)
+	}
+	if st := r.Stats(); st.PartsSplit.Load() != 1 {
+		t.Fatalf("the part fetch did not split: %+v", counters(st))
+	}
+	if n := atPublish.Load(); n != 0 {
+		t.Fatalf("%d ranges still writing into the part's buffer when its failure was published", n)
+	}
+}
+
+// slowRangesStore panics on the GET at offset 0, once another GET is
+// running, and makes every other GET take a while, counting those in
+// progress.
+type slowRangesStore struct {
+	*memStore
+	running *atomic.Int64
+	started chan struct{}
+}
+
+func (s slowRangesStore) ReadRange(ctx context.Context, obj fetcher.Object, off int64, p []byte) error {
+	if off == 0 {
+		<-s.started
+		panic("index out of range")
+	}
+	s.running.Add(1)
+	defer s.running.Add(-1)
+	s.started <- struct{}{}
+	time.Sleep(20 * time.Millisecond) // widens the window a missed wait would leave
+	return s.memStore.ReadRange(ctx, obj, off, p)
+}
+
+// A reader that joins a call before its task is submitted (the call is
+// in flight, the task not yet made) still has the task run at demand.
+func TestJoinBeforeSubmitRaisesTheTask(t *testing.T) {
+	store := newMemStore()
+	store.gate = make(chan struct{})
+	defer close(store.gate)
+	obj := store.put("f", randomBytes(13, 4096))
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: 4096, Prefetch: prefetch.None})
+	r.beforeSubmit = func(call *partCall) {
+		r.mu.Lock()
+		r.joinLocked(call) // what a reader arriving now does
+		r.mu.Unlock()
+	}
+	// Both workers busy (Reserved leaves one to demand: fill it too).
+	other := store.put("o", randomBytes(14, 2*4096))
+	r.startPart(other, 0, prefetch.Demand)
+	r.startPart(other, 1, prefetch.Demand)
+	waitFor(t, func() bool { return store.inflight.Load() == 2 })
+	r.startPart(obj, 0, prefetch.Background)
+	if st := r.sched.Stats(); st.Queued[prefetch.Demand] != 1 || st.Queued[prefetch.Background] != 0 {
+		t.Fatalf("queued %v: want the joined call's task at demand", st.Queued)
+	}
+	r.beforeSubmit = nil
 }
