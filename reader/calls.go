@@ -67,12 +67,13 @@ func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefe
 	}
 	if call := r.inflight[k]; call != nil {
 		call.prio = max(call.prio, prio)
-		tasks := append([]*prefetch.Task{call.task}, call.ranges...)
+		task, ranges := call.task, call.ranges
 		r.mu.Unlock()
-		for _, t := range tasks {
-			if t != nil {
-				r.sched.Raise(t, prio)
-			}
+		if task != nil { // else its creator raises it once submitted
+			r.sched.Raise(task, prio)
+		}
+		for _, t := range ranges {
+			r.sched.Raise(t, prio)
 		}
 		return nil
 	}

@@ -48,9 +48,10 @@
 //   - checkInvariantsLocked states the rest; builds with the race
 //     detector check it after every change of state.
 //
-// Lock order: Reader.mu before promoter.mu, and Reader.mu before the
-// scheduler's lock (the scheduler never calls back into the Reader while
-// holding its own). FrameReader.mu and the decode budget's lock are
+// Lock order: Reader.mu before promoter.mu; Reader.mu, and the range
+// GETs' own rangeGets.mu, before the scheduler's lock (the scheduler
+// never calls back into the Reader while holding its own). Reader.mu
+// and rangeGets.mu are never held together. FrameReader.mu and the decode budget's lock are
 // never held while another is taken. The disk cache is only called
 // without Reader.mu held.
 package reader

@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
@@ -14,14 +15,23 @@ type rangeKey struct {
 	off, n int64
 }
 
+// rangeGets are the range GETs in flight, by range. Their lock is their
+// own: a range GET shares nothing with parts (it is never cached), so it
+// takes no part of Reader.mu. Lock order: rangeGets.mu before the
+// scheduler's (a reader that gives up cancels the task under it).
+type rangeGets struct {
+	mu    sync.Mutex
+	calls map[rangeKey]*rangeCall
+}
+
 // rangeCall is one GET of a range, shared by the readers of that range.
 // data and err are set before done is closed; data is never modified.
 type rangeCall struct {
 	done chan struct{}
 	data []byte
 	err  error
-	task *prefetch.Task // guarded by Reader.mu
-	refs int            // readers waiting; guarded by Reader.mu
+	task *prefetch.Task // guarded by rangeGets.mu
+	refs int            // readers waiting; guarded by rangeGets.mu
 }
 
 // readRange fetches exactly [off, off+len(p)) of obj at demand priority,
@@ -29,12 +39,13 @@ type rangeCall struct {
 // range share one GET.
 func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p []byte) error {
 	rk := rangeKey{obj: keyOfObject(obj), off: off, n: int64(len(p))}
-	r.mu.Lock()
-	call := r.ranges[rk]
+	g := &r.ranges
+	g.mu.Lock()
+	call := g.calls[rk]
 	if call == nil {
 		call = &rangeCall{done: make(chan struct{})}
-		r.ranges[rk] = call
-		r.mu.Unlock()
+		g.calls[rk] = call
+		g.mu.Unlock()
 		r.stats.RangeReads.Add(1)
 		task := r.sched.Submit(obj.Key, prefetch.Demand, func(ctx context.Context) {
 			buf := make([]byte, len(p)) // the task may outlive its readers
@@ -44,19 +55,19 @@ func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p
 			if err == nil {
 				r.stats.FetchedBytes.Add(int64(len(buf)))
 			}
-			r.mu.Lock()
-			delete(r.ranges, rk)
+			g.mu.Lock()
+			delete(g.calls, rk)
 			call.data, call.err = buf, err
 			close(call.done)
-			r.mu.Unlock()
+			g.mu.Unlock()
 		})
-		r.mu.Lock()
+		g.mu.Lock()
 		call.task = task
 	} else {
 		r.stats.Joins.Add(1)
 	}
 	call.refs++
-	r.mu.Unlock()
+	g.mu.Unlock()
 
 	select {
 	case <-call.done:
@@ -66,16 +77,16 @@ func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p
 		copy(p, call.data)
 		return nil
 	case <-ctx.Done():
-		r.mu.Lock()
+		g.mu.Lock()
 		call.refs--
 		// Nobody else wants it and it never ran: drop it. (The scheduler
 		// never calls back into the Reader while holding its own lock.)
 		if call.refs == 0 && call.task != nil && r.sched.Cancel(call.task) {
-			delete(r.ranges, rk)
+			delete(g.calls, rk)
 			call.err = ctx.Err()
 			close(call.done)
 		}
-		r.mu.Unlock()
+		g.mu.Unlock()
 		return ctx.Err()
 	}
 }

@@ -80,16 +80,17 @@ type Reader struct {
 	writers sync.WaitGroup
 	sweeper sync.WaitGroup
 
+	ranges rangeGets // small range GETs in flight, under their own lock (ranges.go)
+
 	// Mutable state, guarded by mu.
 	mu         sync.Mutex
 	closed     bool
-	inflight   map[partKey]*partCall   // part fetches from start until stored (calls.go)
-	ranges     map[rangeKey]*rangeCall // small range GETs in flight (ranges.go)
-	mem        memTier                 // parts the disk refused (memtier.go)
-	prefetched map[objKey]bool         // objects a Once fill reached (fill.go)
-	fills      map[objKey]*fill        // the fill whose cursor is on each object (fill.go)
-	streams    map[objKey]*stream      // sequential readers followed (stream.go)
-	heldBytes  int64                   // capacity of the streams' held parts
+	inflight   map[partKey]*partCall // part fetches from start until stored (calls.go)
+	mem        memTier               // parts the disk refused (memtier.go)
+	prefetched map[objKey]bool       // objects a Once fill reached (fill.go)
+	fills      map[objKey]*fill      // the fill whose cursor is on each object (fill.go)
+	streams    map[objKey]*stream    // sequential readers followed (stream.go)
+	heldBytes  int64                 // capacity of the streams' held parts
 }
 
 // New returns a Reader over store that keeps parts in pc and runs every
@@ -109,7 +110,7 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 		putq:       make(chan *partCall), // a hand-off: no parts queued beyond the writers
 		stop:       make(chan struct{}),
 		inflight:   make(map[partKey]*partCall),
-		ranges:     make(map[rangeKey]*rangeCall),
+		ranges:     rangeGets{calls: make(map[rangeKey]*rangeCall)},
 		mem:        newMemTier(cfg.MemoryLimit),
 		prefetched: make(map[objKey]bool),
 		fills:      make(map[objKey]*fill),
