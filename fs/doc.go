@@ -21,4 +21,8 @@
 //     the reads), while any handle of it is open, as the kernel requires.
 //   - Every open of a node has a reader.Handle, closed when the kernel
 //     releases the handle.
+//
+// Lock order: fileNode.mu is held while reader.Reader.OpenWhole opens a
+// whole-object file (which takes the disk cache's lock); it is never
+// held while anything else of the engine runs.
 package fs

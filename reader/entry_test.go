@@ -423,7 +423,7 @@ func TestFrameConfig(t *testing.T) {
 	} {
 		fr, err := newTestFrames(r, tc.cfg)
 		if (err == nil) != tc.ok {
-			t.Errorf("NewFrameReader(%+v) = %v, want ok %v", tc.cfg, err, tc.ok)
+			t.Errorf("frame reader of %+v = %v, want ok %v", tc.cfg, err, tc.ok)
 		}
 		if fr != nil {
 			fr.Close()

@@ -92,3 +92,36 @@ func TestInvariantsCatchBrokenState(t *testing.T) {
 	})
 	check("gauge off", func() { r.stats.InflightParts.Add(1) }, func() { r.stats.InflightParts.Add(-1) })
 }
+
+// Open runs the policies of the Reader's prefetch mode for a served
+// handle, and none for a passthrough one.
+func TestOpenRunsTheModesPolicies(t *testing.T) {
+	const ps = 1000
+	store := newMemStore()
+	store.gate = make(chan struct{})
+	defer close(store.gate)
+	dir := &prefetch.Dir{}
+	big := Entry{Name: "big", Obj: store.put("big", randomBytes(4, 3*ps))}
+	dir.Add(big.Obj)
+	dir.Add(store.put("s1", randomBytes(5, 10)))
+	dir.Add(store.put("s2", randomBytes(6, 10)))
+	for _, tc := range []struct {
+		mode        prefetch.Mode
+		served      bool
+		ahead, back int64
+	}{
+		{prefetch.None, true, 0, 0},
+		{prefetch.Open, false, 0, 0},
+		{prefetch.Open, true, 1, 2 + 2}, // parts 1 and 2 of big, then s1 and s2
+		{prefetch.All, true, 1, 2},      // no small files after an open
+	} {
+		r := newTestReader(t, store, newFakeCache(), 8, Config{PartSize: ps, Prefetch: tc.mode})
+		h := r.Open(big, dir, 0, tc.served)
+		st := r.Stats()
+		if st.StartedAhead.Load() != tc.ahead || st.StartedBack.Load() != tc.back {
+			t.Errorf("%s, served %v: %d parts ahead, %d in the background; want %d and %d",
+				tc.mode, tc.served, st.StartedAhead.Load(), st.StartedBack.Load(), tc.ahead, tc.back)
+		}
+		h.Close()
+	}
+}

@@ -833,7 +833,7 @@ func TestSmallReadAcrossPartsFetchesBothAtOnce(t *testing.T) {
 // Opening a file starts its first part as readahead and queues the rest
 // in the background; a reopened file whose first part is cached starts
 // nothing for it.
-func TestPrefetchObjectStartsTheFirstPartAhead(t *testing.T) {
+func TestOnOpenStartsTheFirstPartAhead(t *testing.T) {
 	store := newMemStore()
 	data := randomBytes(15, 4*4096)
 	obj := store.put("f", data)
@@ -862,9 +862,9 @@ func TestPrefetchObjectStartsTheFirstPartAhead(t *testing.T) {
 	}
 }
 
-// PrefetchSmallAfter queues the first prefetch.SmallAhead objects it is given, each
+// SmallAfter queues the first prefetch.SmallAhead small files after an open, each
 // once however often it is asked.
-func TestPrefetchSmallAfterIsBounded(t *testing.T) {
+func TestSmallAfterIsBounded(t *testing.T) {
 	store := newMemStore()
 	var objs []fetcher.Object
 	for i := range prefetch.SmallAhead + 8 {
