@@ -46,8 +46,11 @@ func TestInputBounds(t *testing.T) {
 		"string past max":     func(in *Input) error { _, err := in.String(2, "s"); return err },
 		"bytes past the end":  func(in *Input) error { _, err := in.Bytes(1<<40, "b"); return err },
 		"negative bytes":      func(in *Input) error { _, err := in.Bytes(-1, "b"); return err },
-		"vint too long":       func(in *Input) error { _, err := NewInput([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0x01}).VInt(); return err },
-		"int64 short":         func(in *Input) error { _, err := NewInput([]byte{1, 2, 3}).LEInt64(); return err },
+		"vint too long": func(in *Input) error {
+			_, err := NewInput([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0x01}).VInt()
+			return err
+		},
+		"int64 short": func(in *Input) error { _, err := NewInput([]byte{1, 2, 3}).LEInt64(); return err },
 	} {
 		var o Output
 		o.VInt(100) // a string length of 100 with 3 bytes after it
