@@ -54,17 +54,20 @@ test: deps build
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz-short
 
-# A short run of every fuzzer in compress/ (found by name, so a new one is
-# included), each for a fixed number of executions: a count, not a time,
-# so a loaded machine makes the run slower but never fails it with a
-# deadline. A few seconds in all on an idle machine. New interesting
-# inputs go to the Go cache; a failing one is written under
-# compress/testdata/fuzz/ and fails the run.
+# A short run of every fuzzer in the packages that parse untrusted bytes
+# (found by name, so a new one is included), each for a fixed number of
+# executions: a count, not a time, so a loaded machine makes the run
+# slower but never fails it with a deadline. A few seconds in all on an
+# idle machine. New interesting inputs go to the Go cache; a failing one
+# is written under the package's testdata/fuzz/ and fails the run.
 FUZZ_EXECS ?= 20000
+FUZZ_PKGS ?= ./compress/ ./lucene/ ./layout/
 fuzz-short:
-	@set -e; for f in $$($(GO) test -list '^Fuzz' ./compress/ | grep '^Fuzz'); do \
-		echo "fuzz $$f: $(FUZZ_EXECS) executions"; \
-		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZ_EXECS)x ./compress/; \
+	@set -e; for p in $(FUZZ_PKGS); do \
+		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+			echo "fuzz $$p $$f: $(FUZZ_EXECS) executions"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZ_EXECS)x $$p; \
+		done; \
 	done
 
 demo: deps build

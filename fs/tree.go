@@ -102,7 +102,10 @@ func (r *Root) OnAdd(ctx context.Context) {
 			d = &prefetch.Dir{}
 			dirs[dir] = d
 		}
-		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, dir: d, index: d.Add(e.Obj)}
+		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log}
+		if e.Inline == nil { // an inline file has nothing to prefetch
+			node.dir, node.index = d, d.Add(e.Obj)
+		}
 		parent.AddChild(base, parent.NewPersistentInode(ctx, node, gofs.StableAttr{}), false)
 	}
 }

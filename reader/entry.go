@@ -18,16 +18,23 @@ import (
 const CompressedSuffix = ".zst"
 
 // Entry is one file of the tree: a remote object, and for a seekable zstd
-// object its seek table, which gives the file's logical size.
+// object its seek table, which gives the file's logical size. An entry
+// with Inline set is a file whose bytes a layout already holds (an
+// OpenSearch shard's segments_N, from its metadata file): it has no
+// object, and its reads never reach the store.
 type Entry struct {
-	Name  string         // path shown in the mount
-	Obj   fetcher.Object // the remote object
-	Table *compress.SeekTable
+	Name   string         // path shown in the mount
+	Obj    fetcher.Object // the remote object; zero for an inline entry
+	Table  *compress.SeekTable
+	Inline []byte // the file's bytes, read-only; nil for a remote object
 }
 
 // Size returns the size the file shows.
 func (e Entry) Size() int64 {
-	if e.Table != nil {
+	switch {
+	case e.Inline != nil:
+		return int64(len(e.Inline))
+	case e.Table != nil:
 		return e.Table.Size
 	}
 	return e.Obj.Size

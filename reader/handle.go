@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,12 @@ import (
 // prefetch policies' Mounted plans run (the --prefetch all sweep);
 // queuing is quick, the fetches run on the pool.
 func (r *Reader) Serve(entries []Entry) {
-	files := make([]fetcher.Object, len(entries))
-	for i, e := range entries {
-		files[i] = e.Obj
+	files := make([]fetcher.Object, 0, len(entries))
+	for _, e := range entries {
+		if e.Inline != nil {
+			continue
+		}
+		files = append(files, e.Obj)
 		if e.Table != nil && r.whole != nil {
 			r.whole.never(e.Obj)
 		}
@@ -51,9 +55,12 @@ type Handle struct {
 // edge gave the kernel a whole-object file for (OpenWhole) is opened with
 // served false.
 func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
-	r.cache.Pin(e.Obj.Key, e.Obj.ETag)
 	r.stats.OpenHandles.Add(1)
 	h := &Handle{r: r, entry: e}
+	if e.Inline != nil {
+		return h // nothing to pin, fetch or build
+	}
+	r.cache.Pin(e.Obj.Key, e.Obj.ETag)
 	if e.Table != nil && r.whole != nil {
 		r.whole.never(e.Obj) // before its fill can ask for a build; Serve may not have run yet
 	}
@@ -76,9 +83,14 @@ func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
 // stays valid until release is called (ReadAtRef). A read at or past the
 // end returns no bytes.
 func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (data []byte, release func(), err error) {
-	if h.entry.Table != nil {
+	switch {
+	case off < 0:
+		return nil, nil, fmt.Errorf("read %s at %d: negative offset", h.entry.Name, off)
+	case h.entry.Inline != nil:
+		data = dest[:copy(dest, h.entry.Inline[min(off, int64(len(h.entry.Inline))):])]
+	case h.entry.Table != nil:
 		data, err = h.r.frames.ReadAt(ctx, h.entry, dest, off, &h.seq)
-	} else {
+	default:
 		data, release, err = h.r.ReadAtRef(ctx, h.entry.Obj, dest, off, &h.seq)
 	}
 	if err == nil {
@@ -100,8 +112,10 @@ func (h *Handle) ReadWhole() bool {
 // do nothing.
 func (h *Handle) Close() {
 	h.closed.Do(func() {
-		h.r.endStream(h.entry.Obj, &h.seq)
-		h.r.cache.Unpin(h.entry.Obj.Key, h.entry.Obj.ETag)
+		if h.entry.Inline == nil {
+			h.r.endStream(h.entry.Obj, &h.seq)
+			h.r.cache.Unpin(h.entry.Obj.Key, h.entry.Obj.ETag)
+		}
 		h.r.stats.OpenHandles.Add(-1)
 	})
 }
@@ -110,7 +124,7 @@ func (h *Handle) Close() {
 // and the cache has one; the edge hands it to the kernel, which then
 // serves the open file's reads itself.
 func (r *Reader) OpenWhole(e Entry) (*os.File, bool) {
-	if !r.Passthrough() || e.Table != nil || e.Obj.Size <= 0 {
+	if !r.Passthrough() || e.Table != nil || e.Inline != nil || e.Obj.Size <= 0 {
 		return nil, false
 	}
 	f, ok := r.cache.OpenObject(r.objectKey(e.Obj))

@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -123,5 +124,31 @@ func TestOpenRunsTheModesPolicies(t *testing.T) {
 				tc.mode, tc.served, st.StartedAhead.Load(), st.StartedBack.Load(), tc.ahead, tc.back)
 		}
 		h.Close()
+	}
+}
+
+// An inline entry (an OpenSearch shard's segments_N) reads from its own
+// bytes: nothing is fetched, pinned or prefetched.
+func TestInlineEntry(t *testing.T) {
+	store := newMemStore()
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: 1000, Prefetch: prefetch.Open})
+	data := randomBytes(9, 2500)
+	e := Entry{Name: "segments_4", Inline: data}
+	if e.Size() != 2500 {
+		t.Fatalf("size %d", e.Size())
+	}
+	h := r.Open(e, &prefetch.Dir{}, -1, true)
+	for _, tc := range []struct{ off, n, want int64 }{{0, 10, 10}, {2490, 100, 10}, {2500, 10, 0}, {9999, 10, 0}} {
+		got, release, err := h.Read(context.Background(), make([]byte, tc.n), tc.off)
+		if err != nil || release != nil || int64(len(got)) != tc.want || !bytes.Equal(got, data[min(tc.off, 2500):min(tc.off, 2500)+tc.want]) {
+			t.Errorf("read %d at %d: %d bytes, %v, release %v; want %d", tc.n, tc.off, len(got), err, release != nil, tc.want)
+		}
+	}
+	h.Close()
+	if st := r.Stats(); st.Reads.Load() != 0 || st.StartedAhead.Load()+st.StartedBack.Load() != 0 || st.OpenHandles.Load() != 0 {
+		t.Errorf("an inline entry reached the engine: %v", counters(st))
+	}
+	if _, ok := r.OpenWhole(e); ok {
+		t.Error("a whole-object file for an inline entry")
 	}
 }

@@ -14,12 +14,21 @@ import (
 	"github.com/segfs/segfs/cache"
 )
 
-// openCache opens the part cache the mount flags name. source is the
+// cacheFlags name a disk part cache: the mount's, and that of the
+// commands that read through one (verify --deep).
+type cacheFlags struct {
+	CacheDir     string   `name:"cache-dir" help:"Directory of the persistent part cache (0700; kept across mounts). Default: segfs/<hash of SOURCE and its S3 service> under the user's cache directory ($XDG_CACHE_HOME or ~/.cache)."`
+	CacheSize    byteSize `name:"cache-size" default:"10GiB" help:"Most bytes the part cache may hold on disk; least recently used parts are evicted."`
+	CacheMinFree string   `name:"cache-min-free" default:"5%" help:"Free space to leave on the cache's file system, as a size or a percentage of the file system."`
+	CacheIO      string   `name:"cache-io" default:"direct" enum:"direct,buffered" help:"How part data moves to and from the cache disk: direct (O_DIRECT for writes and for reads of 128KiB or more, so the page cache holds no second copy of bytes the mounted files' own page cache has; small reads stay buffered; falls back to buffered where the file system refuses it) or buffered."`
+}
+
+// openCache opens the part cache the flags name. source is the
 // store's cache name (fetcher.CacheSource: endpoint, bucket and prefix),
 // which the cache keys include, so sources may share a directory; by
 // default each has its own. A directory the cache refuses fails the mount
 // with one line naming it and the reason, and nothing in it is touched.
-func openCache(c *mountCmd, source string, log *slog.Logger) (*cache.Cache, error) {
+func openCache(c cacheFlags, source string, log *slog.Logger) (*cache.Cache, error) {
 	dir := c.CacheDir
 	if dir == "" {
 		base, err := os.UserCacheDir()

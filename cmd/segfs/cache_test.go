@@ -31,7 +31,7 @@ func TestOpenCacheRefusal(t *testing.T) {
 		{link, "--cache-dir " + link + ": is a symlink; give a real directory", cache.ErrUnsafeDir},
 		{home, "--cache-dir " + home + `: is not empty and not a segfs cache directory (it holds "notes.txt"); give an empty or new directory`, cache.ErrNotCacheDir},
 	} {
-		pc, err := openCache(&mountCmd{CacheDir: tc.dir, CacheMinFree: "5%"}, "s3://bucket", log)
+		pc, err := openCache(cacheFlags{CacheDir: tc.dir, CacheMinFree: "5%"}, "s3://bucket", log)
 		if err == nil {
 			pc.Close()
 			t.Fatalf("--cache-dir %s accepted", tc.dir)
@@ -41,12 +41,12 @@ func TestOpenCacheRefusal(t *testing.T) {
 		}
 	}
 	ok := filepath.Join(t.TempDir(), "cache")
-	c, err := openCache(&mountCmd{CacheDir: ok, CacheMinFree: "5%"}, "s3://bucket", log)
+	c, err := openCache(cacheFlags{CacheDir: ok, CacheMinFree: "5%"}, "s3://bucket", log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, err = openCache(&mountCmd{CacheDir: ok, CacheMinFree: "5%"}, "s3://bucket", log)
+	_, err = openCache(cacheFlags{CacheDir: ok, CacheMinFree: "5%"}, "s3://bucket", log)
 	if want := "--cache-dir " + ok + " is in use by another segfs mount; give each mount its own --cache-dir"; err == nil ||
 		err.Error() != want || !errors.Is(err, cache.ErrInUse) {
 		t.Errorf("second open: %v, want %q", err, want)
@@ -61,7 +61,7 @@ func TestDefaultCacheDirPerService(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dirs := map[string]bool{}
 	for _, source := range []string{"s3://bucket at http://127.0.0.1:7070", "s3://bucket at http://127.0.0.1:7071", "s3://bucket at aws:us-east-1"} {
-		pc, err := openCache(&mountCmd{CacheMinFree: "5%"}, source, log)
+		pc, err := openCache(cacheFlags{CacheMinFree: "5%"}, source, log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,14 +24,10 @@ type mountCmd struct {
 	Source     string `arg:"" help:"Remote store: s3://bucket[/prefix] or file:///dir."`
 	Mountpoint string `arg:"" help:"An existing empty directory to mount on."`
 
-	Endpoint  string `help:"Base URL of an S3-compatible service (e.g. http://127.0.0.1:7070). Default: AWS S3."`
-	Region    string `help:"S3 region. Default: from the AWS config chain (AWS_REGION, ~/.aws/config), else us-east-1."`
-	PathStyle bool   `name:"path-style" help:"Use path-style S3 addressing (bucket in the path), as most S3-compatible services need."`
+	storeFlags  `embed:""`
+	layoutFlags `embed:""`
+	cacheFlags  `embed:""`
 
-	CacheDir          string        `name:"cache-dir" help:"Directory of the persistent part cache (0700; kept across mounts). Default: segfs/<hash of SOURCE and its S3 service> under the user's cache directory ($XDG_CACHE_HOME or ~/.cache)."`
-	CacheSize         byteSize      `name:"cache-size" default:"10GiB" help:"Most bytes the part cache may hold on disk; least recently used parts are evicted."`
-	CacheMinFree      string        `name:"cache-min-free" default:"5%" help:"Free space to leave on the cache's file system, as a size or a percentage of the file system."`
-	CacheIO           string        `name:"cache-io" default:"direct" enum:"direct,buffered" help:"How part data moves to and from the cache disk: direct (O_DIRECT for writes and for reads of 128KiB or more, so the page cache holds no second copy of bytes the mounted files' own page cache has; small reads stay buffered; falls back to buffered where the file system refuses it) or buffered."`
 	PartSize          byteSize      `name:"part-size" default:"8MiB" help:"Size of the aligned parts that are fetched and cached."`
 	MaxFetches        int           `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, for the whole mount: the size of the fetch pool."`
 	BackgroundFetches int           `name:"background-fetches" placeholder:"N" help:"Most of the --max-fetches that background work (the rest of opened files; every file with --prefetch all) may hold; the others stay free for reads that wait and for readahead. Default: three quarters of --max-fetches; with --prefetch all, all but one."`
@@ -68,6 +64,9 @@ func (c *mountCmd) reserved() int {
 }
 
 func (c *mountCmd) validate() error {
+	if err := c.layoutFlags.check(); err != nil {
+		return err
+	}
 	switch {
 	case c.PartSize < 4096:
 		return fmt.Errorf("--part-size %v: must be at least 4KiB", c.PartSize)
@@ -115,34 +114,25 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	store, err := fetcher.Open(ctx, c.Source, fetcher.Config{
+	src, err := openSource(ctx, c.Source, c.layoutFlags, fetcher.Config{
 		Region:      c.Region,
 		Endpoint:    c.Endpoint,
 		PathStyle:   c.PathStyle,
 		IdleTimeout: c.IdleTimeout,
 		MaxConns:    c.MaxFetches * 2,
 		Logger:      log,
-	})
+	}, c.MaxFetches, false, log)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	objects, err := store.List(ctx)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", store, err)
-	}
-	var total int64
-	for _, o := range objects {
-		total += o.Size
-	}
-	log.Info("listed", "source", store.String(), "objects", len(objects), "bytes", total, "took", time.Since(start).Round(time.Millisecond))
+	store := src.store
 
-	pc, err := openCache(c, fetcher.CacheSource(store), log)
+	pc, err := openCache(c.cacheFlags, fetcher.CacheSource(store), log)
 	if err != nil {
 		return err
 	}
 	defer pc.Close()
-	setMemoryLimit(memoryBoundOf(c, len(objects)), log)
+	setMemoryLimit(memoryBoundOf(c, src.keys), log)
 
 	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved()})
 	defer sched.Close()
@@ -166,11 +156,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	defer rd.Close()
 
-	entries, err := reader.Entries(ctx, store, objects, c.MaxFetches, log)
-	if err != nil {
-		return err
-	}
-	root := segfs.NewRoot(entries, rd, log)
+	root := segfs.NewRoot(src.entries, rd, log)
 
 	var metrics *metricsServer
 	if c.MetricsAddr != "" || c.PprofAddr != "" {

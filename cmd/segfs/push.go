@@ -31,11 +31,9 @@ type pushCmd struct {
 	Parallel        int      `name:"parallel" default:"4" help:"Files hashed, compressed and uploaded at once."`
 	TmpDir          string   `name:"tmp-dir" help:"Directory for the compressed temporary files (each as large as its compressed file). Default: the system temporary directory ($TMPDIR or /tmp)."`
 	DryRun          bool     `name:"dry-run" help:"Hash the files and compare them with DEST, then report what would be uploaded, skipped or deleted, writing nothing."`
-	Delete          bool     `name:"delete" help:"After every file is pushed, delete the objects below DEST that no local file accounts for (neither KEY nor KEY.zst of a file in LOCAL_DIR). Off by default: a push only adds and replaces."`
+	storeFlags      `embed:""`
 
-	Endpoint  string `help:"Base URL of an S3-compatible service (e.g. http://127.0.0.1:7070). Default: AWS S3."`
-	Region    string `help:"S3 region. Default: from the AWS config chain (AWS_REGION, ~/.aws/config), else us-east-1."`
-	PathStyle bool   `name:"path-style" help:"Use path-style S3 addressing (bucket in the path), as most S3-compatible services need."`
+	Delete bool `name:"delete" help:"After every file is pushed, delete the objects below DEST that no local file accounts for (neither KEY nor KEY.zst of a file in LOCAL_DIR). Off by default: a push only adds and replaces."`
 }
 
 func (c *pushCmd) validate() error {

@@ -117,6 +117,9 @@ func run(ctx context.Context, cfg config) (err error) {
 	d.printTable()
 	if err == nil {
 		err = d.failed()
+	}
+	if err == nil {
+		err = openSearchDemo(ctx, bins, srv, work)
 	} else if !errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("%w\nsegfs output (tail):\n%s", err, tail(m.Log(), 4000))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -45,6 +46,28 @@ func (s *Server) PutBytes(ctx context.Context, bucket, key string, data []byte) 
 		return "", fmt.Errorf("put s3://%s/%s (%d bytes): %w", bucket, key, len(data), err)
 	}
 	return aws.ToString(out.ETag), nil
+}
+
+// GetBytes returns the whole object bucket/key.
+func (s *Server) GetBytes(ctx context.Context, bucket, key string) ([]byte, error) {
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, fmt.Errorf("get s3://%s/%s: %w", bucket, key, err)
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, fmt.Errorf("get s3://%s/%s: %w", bucket, key, err)
+	}
+	return data, nil
+}
+
+// Delete removes the object bucket/key.
+func (s *Server) Delete(ctx context.Context, bucket, key string) error {
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err != nil {
+		return fmt.Errorf("delete s3://%s/%s: %w", bucket, key, err)
+	}
+	return nil
 }
 
 // PutObjects stores every object of objs (key to content) in bucket,

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/layout"
+	"github.com/segfs/segfs/reader"
+)
+
+// layoutFlags say how a source's objects become files: as they are
+// (plain), or as one shard of an OpenSearch remote segment store. The
+// mount, verify and later commands share them.
+type layoutFlags struct {
+	Layout        string `name:"layout" default:"plain" enum:"plain,opensearch" help:"How SOURCE holds the files: plain (every object is a file under its key; what segfs push writes) or opensearch (one shard of an OpenSearch remote segment store: s3://bucket[/base_path] is the repository, and --index-uuid and --shard pick the shard)."`
+	IndexUUID     string `name:"index-uuid" placeholder:"UUID" help:"With --layout opensearch: the index's UUID."`
+	Shard         int    `name:"shard" default:"-1" placeholder:"N" help:"With --layout opensearch: the shard number."`
+	PathType      string `name:"path-type" placeholder:"TYPE" help:"With --layout opensearch: fixed, hashed_prefix or hashed_infix. Default: what the index's remote-index-path file says, else fixed."`
+	HashAlgorithm string `name:"hash-algorithm" placeholder:"ALG" help:"With --layout opensearch and a hashed path type: fnv_1a_composite_1 or fnv_1a_base64. Default: what the index's remote-index-path file says, else fnv_1a_composite_1."`
+	Metadata      string `name:"metadata" default:"newest" placeholder:"NAME" help:"With --layout opensearch: newest (the shard's current state), or the name of one metadata file under segments/metadata/ to show that earlier refresh or commit."`
+}
+
+// opensearch returns the shard the flags name, or an error for flags
+// that do not go together.
+func (f layoutFlags) opensearch() (layout.OpenSearch, error) {
+	o := layout.OpenSearch{IndexUUID: f.IndexUUID, Shard: f.Shard, Metadata: f.Metadata,
+		PathType: layout.Fixed, HashAlgorithm: layout.FNV1aComposite1}
+	switch {
+	case f.IndexUUID == "":
+		return o, fmt.Errorf("--layout opensearch needs --index-uuid")
+	case f.Shard < 0:
+		return o, fmt.Errorf("--layout opensearch needs --shard (0 or more)")
+	}
+	if f.PathType != "" {
+		pt, err := layout.ParsePathType(f.PathType)
+		if err != nil {
+			return o, fmt.Errorf("--path-type: %w", err)
+		}
+		o.PathType, o.PathTypeSet = pt, true
+	}
+	if f.HashAlgorithm != "" {
+		alg, err := layout.ParseHashAlgorithm(f.HashAlgorithm)
+		if err != nil {
+			return o, fmt.Errorf("--hash-algorithm: %w", err)
+		}
+		o.HashAlgorithm, o.HashSet = alg, true
+	}
+	return o, nil
+}
+
+// check refuses the opensearch flags with the plain layout: they would
+// be silently ignored.
+func (f layoutFlags) check() error {
+	if f.Layout == "plain" && (f.IndexUUID != "" || f.Shard >= 0 || f.PathType != "" || f.HashAlgorithm != "" || f.Metadata != "newest") {
+		return fmt.Errorf("--index-uuid, --shard, --path-type, --hash-algorithm and --metadata need --layout opensearch")
+	}
+	if f.Layout == "opensearch" {
+		_, err := f.opensearch()
+		return err
+	}
+	return nil
+}
+
+// source is what a command serves: the store its files' bytes are read
+// from and the files, in listing order.
+type source struct {
+	store   fetcher.Store
+	entries []reader.Entry
+	keys    int           // keys listed, for the memory bound
+	shard   *layout.Shard // the resolved shard; nil for the plain layout
+}
+
+// openSource opens SOURCE with the layout flags: lists it and returns the
+// files it shows. parallel bounds the seek-table reads of a plain
+// layout's seekable zstd objects. With tolerate, a shard whose store
+// lacks files of its metadata is returned with its problems (verify);
+// else it is an error (a mount never shows a partial shard).
+func openSource(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, parallel int, tolerate bool, log *slog.Logger) (*source, error) {
+	if f.Layout == "opensearch" {
+		return openShard(ctx, src, f, cfg, tolerate, log)
+	}
+	store, err := fetcher.Open(ctx, src, cfg)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	objects, err := store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", store, err)
+	}
+	var total int64
+	for _, o := range objects {
+		total += o.Size
+	}
+	log.Info("listed", "source", store.String(), "objects", len(objects), "bytes", total, "took", time.Since(start).Round(time.Millisecond))
+	entries, err := reader.Entries(ctx, store, objects, parallel, log)
+	if err != nil {
+		return nil, err
+	}
+	return &source{store: store, entries: entries, keys: len(objects)}, nil
+}
+
+// openShard resolves an OpenSearch shard. SOURCE names the repository:
+// for S3 the bucket is its root and the prefix its base path (a hashed
+// prefix comes before the base path, so the root is the bucket); a
+// local directory is the root itself, with no base path.
+func openShard(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, tolerate bool, log *slog.Logger) (*source, error) {
+	o, err := f.opensearch()
+	if err != nil {
+		return nil, err
+	}
+	s, err := fetcher.ParseSource(src)
+	if err != nil {
+		return nil, err
+	}
+	root, base := "file://"+s.Dir, ""
+	if s.Scheme == "s3" {
+		root, base = "s3://"+s.Bucket, s.Prefix
+	}
+	open := func(ctx context.Context, sub string) (fetcher.Store, error) {
+		if sub == "" {
+			return fetcher.Open(ctx, root, cfg)
+		}
+		return fetcher.Open(ctx, root+"/"+sub, cfg)
+	}
+	shard, err := o.Resolve(ctx, open, base, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := shard.Err(); err != nil && !tolerate {
+		return nil, err
+	}
+	return &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), shard: shard}, nil
+}
+
+// storeFlags reach an S3-compatible service; every command that opens a
+// store takes them.
+type storeFlags struct {
+	Endpoint  string `help:"Base URL of an S3-compatible service (e.g. http://127.0.0.1:7070). Default: AWS S3."`
+	Region    string `help:"S3 region. Default: from the AWS config chain (AWS_REGION, ~/.aws/config), else us-east-1."`
+	PathStyle bool   `name:"path-style" help:"Use path-style S3 addressing (bucket in the path), as most S3-compatible services need."`
+}

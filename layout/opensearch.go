@@ -1,0 +1,257 @@
+package layout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/reader"
+)
+
+// OpenSearch names one shard of an OpenSearch remote segment store: the
+// index UUID and shard number, and how the repository lays its blobs
+// out. PathType and HashAlgorithm are taken from the index's
+// remote-index-path file when the flags did not set them (PathTypeSet,
+// HashSet); a set flag that contradicts that file is an error.
+type OpenSearch struct {
+	IndexUUID     string
+	Shard         int
+	PathType      PathType
+	PathTypeSet   bool
+	HashAlgorithm HashAlgorithm
+	HashSet       bool
+	// Metadata is "newest" (or "") for the shard's current state, or the
+	// name of one metadata file: a point-in-time view of an earlier
+	// refresh or commit.
+	Metadata string
+}
+
+// MaxMetadataSize bounds the metadata file read into memory: a shard's
+// file list and its SegmentInfos, far below this for any real shard. A
+// listing that claims more is refused before anything is read.
+const MaxMetadataSize = 64 << 20
+
+// Opener opens the store rooted at sub, a key prefix below the
+// repository's root (the bucket, or the local directory).
+type Opener func(ctx context.Context, sub string) (fetcher.Store, error)
+
+// Shard is a resolved shard: the store of its data blobs, which the
+// mount reads from, the files it shows, and the files of the metadata
+// that the store does not hold as the metadata says (Problems): a mount
+// refuses a shard with any (Err), verify reports them.
+type Shard struct {
+	Data         fetcher.Store
+	Entries      []reader.Entry
+	Problems     []Problem
+	MetadataFile string // the metadata file's name
+	Metadata     *Metadata
+	DataPath     string // the data blobs' prefix below the root
+}
+
+// Problem is a file of the metadata whose blob is missing or is not of
+// the metadata's length.
+type Problem struct {
+	File    FileEntry
+	Missing bool   // no blob of that name; else the blob's length differs
+	Size    int64  // the blob's length, when there is one
+	Detail  string // one line naming the file and the blob
+}
+
+// Err returns nil if the store holds every file of the metadata as it
+// says, else an error naming the first file that it does not (and how
+// many more there are).
+func (s *Shard) Err() error {
+	if len(s.Problems) == 0 {
+		return nil
+	}
+	more := ""
+	if n := len(s.Problems) - 1; n > 0 {
+		more = fmt.Sprintf(" (and %d more)", n)
+	}
+	return fmt.Errorf("%w: metadata file %s %s%s", ErrLayout, s.MetadataFile, s.Problems[0].Detail, more)
+}
+
+// ErrLayout marks a store that does not hold the shard as a whole: a
+// missing or corrupt metadata file, a blob the metadata names that is
+// missing or of another length. The mount refuses it; it never shows a
+// partial shard.
+var ErrLayout = errors.New("not a mountable remote segment store shard")
+
+// Resolve finds the shard below base in the repository open reaches,
+// reads and checks its metadata file, and returns the entries the mount
+// shows: every file of the metadata by its Lucene name and length, read
+// from its data blob, and segments_N from the metadata's SegmentInfos
+// bytes (the uploaded segments_N when the metadata has none). Lock files
+// are never looked at.
+func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *slog.Logger) (*Shard, error) {
+	if o.IndexUUID == "" || strings.Contains(o.IndexUUID, "/") {
+		return nil, fmt.Errorf("--index-uuid %q: must be an index UUID", o.IndexUUID)
+	}
+	if o.Shard < 0 {
+		return nil, fmt.Errorf("--shard %d: must not be negative", o.Shard)
+	}
+	if err := o.pathsFromIndexFile(ctx, open, base, log); err != nil {
+		return nil, err
+	}
+	mdPath := ShardPath(o.PathType, o.HashAlgorithm, base, o.IndexUUID, o.Shard, "segments", "metadata")
+	dataPath := ShardPath(o.PathType, o.HashAlgorithm, base, o.IndexUUID, o.Shard, "segments", "data")
+	mdStore, err := open(ctx, mdPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metadata of shard %d of index %s (%s paths) at %s: %w", ErrLayout, o.Shard, o.IndexUUID, o.PathType, mdPath, err)
+	}
+	mdObjs, err := mdStore.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", mdStore, err)
+	}
+	name, obj, err := o.pickMetadata(mdObjs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, mdStore, err)
+	}
+	if obj.Size > MaxMetadataSize || obj.Size < 0 {
+		return nil, fmt.Errorf("%w: metadata file %s: %d bytes, more than the %d segfs reads", ErrLayout, name, obj.Size, MaxMetadataSize)
+	}
+	raw := make([]byte, obj.Size)
+	if err := mdStore.ReadRange(ctx, obj, 0, raw); err != nil {
+		return nil, fmt.Errorf("read metadata file %s: %w", name, err)
+	}
+	md, err := ParseMetadata(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
+	}
+	data, err := open(ctx, dataPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: data of shard %d of index %s at %s: %w", ErrLayout, o.Shard, o.IndexUUID, dataPath, err)
+	}
+	blobs, err := data.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", data, err)
+	}
+	entries, problems, err := shardEntries(md, blobs, obj)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
+	}
+	log.Info("shard resolved", "index_uuid", o.IndexUUID, "shard", o.Shard, "path_type", o.PathType.String(),
+		"metadata", name, "version", md.Version, "files", len(entries), "generation", md.Generation)
+	return &Shard{Data: data, Entries: entries, Problems: problems, MetadataFile: name, Metadata: md, DataPath: dataPath}, nil
+}
+
+// pickMetadata returns the metadata file to mount from a listing of the
+// metadata prefix: the newest, as OpenSearch picks it, or the one named.
+func (o OpenSearch) pickMetadata(objs []fetcher.Object) (string, fetcher.Object, error) {
+	byName := make(map[string]fetcher.Object, len(objs))
+	names := make([]string, 0, len(objs))
+	for _, obj := range objs {
+		if strings.Contains(obj.Key, "/") {
+			continue // not a metadata file of this shard
+		}
+		byName[obj.Key] = obj
+		names = append(names, obj.Key)
+	}
+	name := o.Metadata
+	if name == "" || name == "newest" {
+		newest, err := NewestMetadata(names)
+		if err != nil {
+			return "", fetcher.Object{}, err
+		}
+		name = newest
+	}
+	obj, ok := byName[name]
+	if !ok {
+		return "", fetcher.Object{}, fmt.Errorf("no metadata file %s", name)
+	}
+	return name, obj, nil
+}
+
+// shardEntries checks the metadata's files against the data blobs and
+// returns the entries to show, in the metadata's (sorted) order, and the
+// files whose blob is missing or of another length. mdObj is the
+// metadata file's own object: its time is the inline segments_N's. A
+// name that is not a plain file name is an error.
+func shardEntries(md *Metadata, blobs []fetcher.Object, mdObj fetcher.Object) ([]reader.Entry, []Problem, error) {
+	byName := make(map[string]fetcher.Object, len(blobs))
+	for _, b := range blobs {
+		byName[b.Key] = b
+	}
+	inline := md.SegmentInfos != nil && md.Generation >= 0
+	segments := ""
+	if inline {
+		segments = SegmentsFileName(md.Generation)
+	}
+	entries := make([]reader.Entry, 0, len(md.Files)+1)
+	var problems []Problem
+	for _, f := range md.Files {
+		if inline && strings.HasPrefix(f.Name, "segments_") {
+			continue // served from the metadata's SegmentInfos below
+		}
+		if f.Name != path.Clean(f.Name) || strings.Contains(f.Name, "/") || !reader.ValidName(f.Name) {
+			return nil, nil, fmt.Errorf("file name %q is not a file name", f.Name)
+		}
+		blob, ok := byName[f.Uploaded]
+		switch {
+		case !ok:
+			problems = append(problems, Problem{File: f, Missing: true,
+				Detail: fmt.Sprintf("names blob %s for %s, which does not exist", f.Uploaded, f.Name)})
+			continue
+		case f.Length >= 0 && blob.Size != f.Length:
+			problems = append(problems, Problem{File: f, Size: blob.Size,
+				Detail: fmt.Sprintf("says %s is %d bytes; its blob %s is %d", f.Name, f.Length, f.Uploaded, blob.Size)})
+			continue
+		}
+		entries = append(entries, reader.Entry{Name: f.Name, Obj: blob})
+	}
+	if inline {
+		entries = append(entries, reader.Entry{Name: segments, Inline: md.SegmentInfos, Obj: fetcher.Object{ModTime: mdObj.ModTime}})
+	}
+	return entries, problems, nil
+}
+
+// pathsFromIndexFile takes the path type and hash algorithm from the
+// index's file under <base>/remote-index-path/, if there is one, where
+// the flags left them unset; a flag that contradicts it is an error.
+// Without the file the flags (or their defaults) stand.
+func (o *OpenSearch) pathsFromIndexFile(ctx context.Context, open Opener, base string, log *slog.Logger) error {
+	dir := path.Join(base, IndexPathDir)
+	st, err := open(ctx, dir)
+	if err != nil {
+		log.Debug("no remote-index-path directory", "dir", dir, "err", err)
+		return nil
+	}
+	objs, err := st.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", st, err)
+	}
+	for _, obj := range objs {
+		if !strings.HasPrefix(obj.Key, "remote_path_") || !strings.Contains(obj.Key, o.IndexUUID) || obj.Size > MaxMetadataSize {
+			continue
+		}
+		raw := make([]byte, obj.Size)
+		if err := st.ReadRange(ctx, obj, 0, raw); err != nil {
+			return fmt.Errorf("read %s/%s: %w", dir, obj.Key, err)
+		}
+		ip, err := ParseIndexPath(raw)
+		if err != nil {
+			return fmt.Errorf("%w: %s/%s: %w", ErrLayout, dir, obj.Key, err)
+		}
+		if ip.IndexUUID != o.IndexUUID {
+			continue
+		}
+		if o.PathTypeSet && o.PathType != ip.PathType {
+			return fmt.Errorf("--path-type %s contradicts %s/%s, which says %s", o.PathType, dir, obj.Key, ip.PathType)
+		}
+		if ip.HasHashAlgorithm {
+			if o.HashSet && o.HashAlgorithm != ip.HashAlgorithm {
+				return fmt.Errorf("--hash-algorithm %s contradicts %s/%s, which says %s", o.HashAlgorithm, dir, obj.Key, ip.HashAlgorithm)
+			}
+			o.HashAlgorithm = ip.HashAlgorithm
+		}
+		o.PathType = ip.PathType
+		log.Info("path type from the index's remote-index-path file", "file", dir+"/"+obj.Key,
+			"path_type", ip.PathType.String(), "hash_algorithm", ip.HashAlgorithm.String())
+		return nil
+	}
+	return nil
+}

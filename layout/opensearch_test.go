@@ -1,0 +1,118 @@
+package layout_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/layout"
+	"github.com/segfs/segfs/tests/osremote"
+)
+
+// dirRepo writes a two-refresh shard into a temporary directory and
+// returns its root, the opener of its paths, and the refreshes.
+func dirRepo(t *testing.T, o osremote.Options) (string, layout.Opener, [2]*osremote.Refresh) {
+	t.Helper()
+	root := t.TempDir()
+	put := func(key string, data []byte) error {
+		p := filepath.Join(root, filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(p, data, 0o644)
+	}
+	r := osremote.New(put, o)
+	var refs [2]*osremote.Refresh
+	for i, segs := range [][]string{{"_0"}, {"_0", "_1"}} {
+		gen := int64(3 + i)
+		files, err := osremote.ShardFiles(segs, gen, 50<<10, o.Seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refs[i], err = r.Upload(files, 1, gen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(ctx context.Context, sub string) (fetcher.Store, error) {
+		return fetcher.Open(ctx, "file://"+filepath.Join(root, sub), fetcher.Config{})
+	}
+	return root, open, refs
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func TestResolvePicksTheNewestAndANamedOne(t *testing.T) {
+	o := osremote.Options{Base: "b", IndexUUID: "idx", Shard: 1, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1, Version: 2, Seed: 3}
+	_, open, refs := dirRepo(t, o)
+	q := layout.OpenSearch{IndexUUID: "idx", Shard: 1, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1}
+	s, err := q.Resolve(context.Background(), open, "b", quiet)
+	if err != nil || s.Err() != nil {
+		t.Fatalf("resolve: %v, %v", err, s.Err())
+	}
+	if s.MetadataFile != refs[1].MetadataName || len(s.Entries) != len(refs[1].Metadata.Files) {
+		t.Fatalf("resolved %s with %d entries; want %s with %d", s.MetadataFile, len(s.Entries), refs[1].MetadataName, len(refs[1].Metadata.Files))
+	}
+	q.Metadata = refs[0].MetadataName
+	s, err = q.Resolve(context.Background(), open, "b", quiet)
+	if err != nil || s.MetadataFile != refs[0].MetadataName || len(s.Entries) != len(refs[0].Metadata.Files) {
+		t.Fatalf("named: %v, %s, %d entries", err, s.MetadataFile, len(s.Entries))
+	}
+	q.Metadata = "metadata__nope"
+	if _, err := q.Resolve(context.Background(), open, "b", quiet); !errors.Is(err, layout.ErrLayout) {
+		t.Fatalf("a metadata file that is not there: %v, want ErrLayout", err)
+	}
+}
+
+// The index's remote-index-path file supplies the path type; a flag
+// that contradicts it is an error.
+func TestResolveTakesPathsFromTheIndexFile(t *testing.T) {
+	o := osremote.Options{IndexUUID: "idx", Shard: 0, PathType: layout.HashedInfix, HashAlgorithm: layout.FNV1aBase64, Version: 3, IndexPathFile: true, Seed: 4}
+	_, open, _ := dirRepo(t, o)
+	s, err := layout.OpenSearch{IndexUUID: "idx", Shard: 0}.Resolve(context.Background(), open, "", quiet)
+	if err != nil || s.Err() != nil {
+		t.Fatalf("from the index file: %v, %v", err, s.Err())
+	}
+	_, err = layout.OpenSearch{IndexUUID: "idx", Shard: 0, PathType: layout.Fixed, PathTypeSet: true}.Resolve(context.Background(), open, "", quiet)
+	if err == nil || !strings.Contains(err.Error(), "contradicts") {
+		t.Fatalf("a contradicting --path-type: %v", err)
+	}
+}
+
+// A blob that is missing or of another length is a problem of the shard,
+// named; Err refuses the shard.
+func TestResolveFindsMissingAndShortBlobs(t *testing.T) {
+	o := osremote.Options{IndexUUID: "idx", Shard: 0, PathType: layout.Fixed, Version: 1, Body: "2.10", Seed: 5}
+	root, open, refs := dirRepo(t, o)
+	if err := os.Remove(filepath.Join(root, refs[1].Blobs["_1.tim"])); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(root, refs[1].Blobs["_0.doc"]), 10); err != nil {
+		t.Fatal(err)
+	}
+	s, err := layout.OpenSearch{IndexUUID: "idx", Shard: 0}.Resolve(context.Background(), open, "", quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Problems) != 2 || !errors.Is(s.Err(), layout.ErrLayout) {
+		t.Fatalf("problems %+v, err %v; want the missing _1.tim and the short _0.doc", s.Problems, s.Err())
+	}
+	for _, p := range s.Problems {
+		switch p.File.Name {
+		case "_1.tim":
+			if !p.Missing {
+				t.Errorf("_1.tim: %+v, want missing", p)
+			}
+		case "_0.doc":
+			if p.Missing || p.Size != 10 {
+				t.Errorf("_0.doc: %+v, want 10 bytes", p)
+			}
+		default:
+			t.Errorf("unexpected problem %+v", p)
+		}
+	}
+}
