@@ -14,7 +14,7 @@ import (
 // tree builds it.
 func node(r *reader.Reader, e reader.Entry) *fileNode {
 	dir := &prefetch.Dir{}
-	return &fileNode{entry: e, reader: r, stats: &Stats{}, dir: dir, index: dir.Add(e.Obj)}
+	return &fileNode{entry: e, reader: r, stats: &Stats{}, dir: dir, index: dir.Add(e.Name, e.Obj)}
 }
 
 // open opens a handle of f as Open does, without the kernel.

@@ -101,12 +101,35 @@ func (r *Root) OnAdd(ctx context.Context) {
 		if d == nil {
 			d = &prefetch.Dir{}
 			dirs[dir] = d
+			if dn := dirNodeOf(parent); dn != nil {
+				dn.dir, dn.reader = d, r.reader
+			}
 		}
 		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log}
 		if e.Inline == nil { // an inline file has nothing to prefetch
-			node.dir, node.index = d, d.Add(e.Obj)
+			node.dir, node.index = d, d.Add(base, e.Obj)
 		}
 		parent.AddChild(base, parent.NewPersistentInode(ctx, node, gofs.StableAttr{}), false)
+	}
+}
+
+// dirNodeOf returns the directory node of inode, the root's included.
+func dirNodeOf(inode *gofs.Inode) *dirNode {
+	switch n := inode.Operations().(type) {
+	case *dirNode:
+		return n
+	case *Root:
+		return &n.dirNode
+	}
+	return nil
+}
+
+// Seen tells the engine that every directory of the tree is seen, as a
+// listing of each would: for a shard layout, whose one directory is the
+// index, at mount.
+func (r *Root) Seen() {
+	if r.dir != nil {
+		r.reader.SeenDir(r.dir)
 	}
 }
 
@@ -128,7 +151,21 @@ func dirSet(entries []reader.Entry) map[string]bool {
 type dirNode struct {
 	gofs.Inode
 
-	mtime time.Time // immutable: the mount time
+	// Constant once the tree is built.
+	mtime  time.Time      // the mount time
+	dir    *prefetch.Dir  // the directory's files, for the prefetch policies; nil if it holds none
+	reader *reader.Reader // told when the directory is first listed
+}
+
+var _ = (gofs.NodeOpendirer)((*dirNode)(nil))
+
+// Opendir tells the engine the directory is seen: a listing of a Lucene
+// index's directory is the first step of opening it (prefetch.LuceneOpen).
+func (d *dirNode) Opendir(ctx context.Context) syscall.Errno {
+	if d.dir != nil && d.reader != nil {
+		d.reader.SeenDir(d.dir)
+	}
+	return 0
 }
 
 var (

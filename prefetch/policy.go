@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/segfs/segfs/fetcher"
 )
@@ -25,6 +26,9 @@ type Policy interface {
 	// serves. dir holds the files of its directory; the file is
 	// dir.Files[i].
 	Opened(dir *Dir, i int, partSize int64) Plan
+	// Seen is called once per directory, the first time it is listed or
+	// one of its files is opened (for a shard layout, at mount).
+	Seen(dir *Dir, partSize int64) Plan
 }
 
 // Plan is what a policy asks for at one event.
@@ -35,6 +39,17 @@ type Plan struct {
 	// Fills are queued at background priority, each a cursor over its
 	// objects' parts (the engine's fill).
 	Fills []Fill
+	// Ranges are fetched at their priority into the engine's range tier,
+	// unless the parts or blocks that hold them are cached already: the
+	// head and tail of files a reader will open, far smaller than a part.
+	Ranges []Range
+}
+
+// Range names a byte range of an object to fetch ahead.
+type Range struct {
+	Obj      fetcher.Object
+	Off, Len int64
+	Prio     Priority
 }
 
 // Part names one part to start.
@@ -61,17 +76,25 @@ type Fill struct {
 // mount serves.
 type Dir struct {
 	Files []fetcher.Object
+	Names []string // the files' names in the directory, by index
 
+	seen      atomic.Bool
 	smallOnce sync.Once
 	small     []int // indexes in Files of the files of one part or less
 	smallPS   int64
 }
 
-// Add appends a file and returns its index in the directory.
-func (d *Dir) Add(obj fetcher.Object) int {
+// Add appends a file, shown as name, and returns its index in the
+// directory.
+func (d *Dir) Add(name string, obj fetcher.Object) int {
 	d.Files = append(d.Files, obj)
+	d.Names = append(d.Names, name)
 	return len(d.Files) - 1
 }
+
+// FirstSeen reports whether this is the first call for d: the engine
+// runs the policies' Seen plans once per directory.
+func (d *Dir) FirstSeen() bool { return d.seen.CompareAndSwap(false, true) }
 
 // smallAfter returns up to n of the files of one part or less after
 // Files[i], in listing order.
@@ -103,15 +126,21 @@ const (
 	All  Mode = "all"  // also every file, from the mount's start
 )
 
-// Policies returns the policies of mode, in the order they run.
-func Policies(mode Mode) []Policy {
+// Policies returns the policies of mode, in the order they run; with
+// segments, the segment-aware LuceneOpen first, in every mode: it
+// fetches only what an open of a Lucene directory reads.
+func Policies(mode Mode, segments bool) []Policy {
+	var ps []Policy
+	if segments {
+		ps = append(ps, LuceneOpen{})
+	}
 	switch mode {
 	case Open:
-		return []Policy{OnOpen{}, SmallAfter{N: SmallAhead}}
+		ps = append(ps, OnOpen{}, SmallAfter{N: SmallAhead})
 	case All:
-		return []Policy{OnOpen{}, Sweep{}}
+		ps = append(ps, OnOpen{}, Sweep{})
 	}
-	return nil
+	return ps
 }
 
 // OnOpen fills the rest of an opened file in the background, once per
@@ -124,6 +153,7 @@ func Policies(mode Mode) []Policy {
 type OnOpen struct{}
 
 func (OnOpen) Mounted([]fetcher.Object, int64) Plan { return Plan{} }
+func (OnOpen) Seen(*Dir, int64) Plan                { return Plan{} }
 
 func (OnOpen) Opened(dir *Dir, i int, partSize int64) Plan {
 	obj := dir.Files[i]
@@ -148,6 +178,7 @@ const SmallAhead = 32
 type SmallAfter struct{ N int }
 
 func (SmallAfter) Mounted([]fetcher.Object, int64) Plan { return Plan{} }
+func (SmallAfter) Seen(*Dir, int64) Plan                { return Plan{} }
 
 func (s SmallAfter) Opened(dir *Dir, i int, partSize int64) Plan {
 	var p Plan
@@ -173,6 +204,7 @@ const SweepGroup = "\x00prefetch-all"
 type Sweep struct{}
 
 func (Sweep) Opened(*Dir, int, int64) Plan { return Plan{} }
+func (Sweep) Seen(*Dir, int64) Plan        { return Plan{} }
 
 func (Sweep) Mounted(files []fetcher.Object, partSize int64) Plan {
 	var small, large []fetcher.Object

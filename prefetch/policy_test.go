@@ -30,8 +30,11 @@ func TestPoliciesOfEachMode(t *testing.T) {
 		Open: {OnOpen{}, SmallAfter{N: SmallAhead}},
 		All:  {OnOpen{}, Sweep{}},
 	} {
-		if got := Policies(mode); !slices.Equal(got, want) {
+		if got := Policies(mode, false); !slices.Equal(got, want) {
 			t.Errorf("Policies(%q) = %v, want %v", mode, got, want)
+		}
+		if got := Policies(mode, true); !slices.Equal(got, append([]Policy{LuceneOpen{}}, want...)) {
+			t.Errorf("Policies(%q, segments) = %v, want LuceneOpen first, then %v", mode, got, want)
 		}
 	}
 }
@@ -60,7 +63,7 @@ func TestOnOpen(t *testing.T) {
 func TestSmallAfter(t *testing.T) {
 	dir := &Dir{}
 	for _, o := range objs(500, 5000, 1000, 3000, 10, 0, 999, 1001, 7) {
-		dir.Add(o)
+		dir.Add(o.Key, o)
 	}
 	for _, tc := range []struct {
 		i, n int

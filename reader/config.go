@@ -51,6 +51,11 @@ type Config struct {
 	// part say so when it closes (Handle.ReadWhole), so the edge can have
 	// the kernel drop the file's pages.
 	DropAfterRead bool
+	// SegmentPrefetch runs the segment-aware policy (prefetch.LuceneOpen)
+	// in every prefetch mode: a directory holding a Lucene index, when
+	// first seen, has its small files and the heads and tails of its
+	// larger files fetched at once, into the range tier.
+	SegmentPrefetch bool
 	// Frames configures the reads of seekable zstd objects (frames.go).
 	Frames FrameConfig
 	// Logger receives warnings. Default slog.Default().

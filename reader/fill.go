@@ -61,6 +61,9 @@ func (r *Reader) runPlan(p prefetch.Plan) {
 			r.startPart(pt.Obj, pt.Index, pt.Prio)
 		}
 	}
+	for _, rg := range p.Ranges {
+		r.fetchRange(rg)
+	}
 	for _, f := range p.Fills {
 		r.startFill(f.Group, f.Objects, 0, f.Once)
 	}

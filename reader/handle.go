@@ -68,6 +68,7 @@ func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
 		return h
 	}
 	if dir != nil {
+		r.SeenDir(dir)
 		for _, p := range r.policies {
 			r.runPlan(p.Opened(dir, i, r.cfg.PartSize))
 		}

@@ -103,9 +103,9 @@ func TestOpenRunsTheModesPolicies(t *testing.T) {
 	defer close(store.gate)
 	dir := &prefetch.Dir{}
 	big := Entry{Name: "big", Obj: store.put("big", randomBytes(4, 3*ps))}
-	dir.Add(big.Obj)
-	dir.Add(store.put("s1", randomBytes(5, 10)))
-	dir.Add(store.put("s2", randomBytes(6, 10)))
+	dir.Add("big", big.Obj)
+	dir.Add("s1", store.put("s1", randomBytes(5, 10)))
+	dir.Add("s2", store.put("s2", randomBytes(6, 10)))
 	for _, tc := range []struct {
 		mode        prefetch.Mode
 		served      bool

@@ -81,6 +81,7 @@ type Reader struct {
 	sweeper sync.WaitGroup
 
 	ranges rangeGets // small range GETs in flight, under their own lock (ranges.go)
+	rtier  rangeTier // heads and tails fetched ahead, under their own lock (rangetier.go)
 
 	// Mutable state, guarded by mu.
 	mu         sync.Mutex
@@ -105,12 +106,13 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 		cache:      pc,
 		sched:      sched,
 		cfg:        cfg,
-		policies:   prefetch.Policies(cfg.Prefetch),
+		policies:   prefetch.Policies(cfg.Prefetch, cfg.SegmentPrefetch),
 		bufs:       make(chan []byte, sched.Workers()),
 		putq:       make(chan *partCall), // a hand-off: no parts queued beyond the writers
 		stop:       make(chan struct{}),
 		inflight:   make(map[partKey]*partCall),
 		ranges:     rangeGets{calls: make(map[rangeKey]*rangeCall)},
+		rtier:      newRangeTier(),
 		mem:        newMemTier(cfg.MemoryLimit),
 		prefetched: make(map[objKey]bool),
 		fills:      make(map[objKey]*fill),
@@ -323,6 +325,9 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 
 		v.disk = r.cache.Contains(ck)
 		src := choose(v, small, attempt > 0)
+		if src >= fromRange && r.readRangeTier(ctx, k, p, off) {
+			return nil // the head or tail of a file, fetched ahead
+		}
 		if src == fromDisk {
 			_, ok, err := r.cache.ReadAt(ctx, ck, p, off)
 			switch {

@@ -39,6 +39,12 @@ type Stats struct {
 	IdleStreams    atomic.Int64 `stat:"idle_streams"`    // sequential readers no longer followed after StreamIdle without a read
 	FillsAbandoned atomic.Int64 `stat:"fills_abandoned"` // objects whose background fill stopped at a failed part fetch
 
+	// The range tier (heads and tails fetched ahead for a Lucene open).
+	RangesPrefetched  atomic.Int64 `stat:"ranges_prefetched"` // range fetches started for the range tier
+	RangeTierHits     atomic.Int64 `stat:"range_tier_hits"`   // part reads served by the range tier
+	RangeTierBytes    atomic.Int64 `stat:"range_tier_bytes"`  // bytes fetched into the range tier
+	OpenPrefetchNanos atomic.Int64 `stat:"open_prefetch_ns"`  // from the first directory seen to the last range fetch's end
+
 	// Gauges.
 	OpenHandles   atomic.Int64 `stat:"open_handles"`      // open handles now
 	MemoryBytes   atomic.Int64 `stat:"memory_part_bytes"` // bytes held by the memory tier now

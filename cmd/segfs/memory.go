@@ -14,7 +14,7 @@ import (
 // set it. README states the same formula; the Go memory limit follows it.
 type memoryBound struct {
 	Parts  int64 // part buffers: the fetch pool's, the writers', the streams' held parts and the free list
-	Ranges int64 // the buffers of cold small reads' own-range GETs
+	Ranges int64 // the buffers of cold small reads' own-range GETs, and the range tier's blocks in memory and in flight
 	Memory int64 // --memory-cache: parts the disk cache refused
 	Frames int64 // decoded seekable zstd frames: kept, and being decoded
 	Tree   int64 // the tree, per listed key
@@ -51,7 +51,7 @@ func memoryBoundOf(c *mountCmd, keys int) memoryBound {
 	ps, w := int64(c.PartSize), int64(c.MaxFetches)
 	return memoryBound{
 		Parts:  (3*w + reader.DefaultWriters + 1) * ps,
-		Ranges: w * (ps / 8),
+		Ranges: w*(ps/8+3*reader.RangeBlock) + reader.RangeMemory,
 		Memory: int64(c.MemoryCache),
 		Frames: c.frameMemory(),
 		Tree:   int64(keys) * segfs.TreeBytesPerKey,

@@ -33,6 +33,7 @@ type mountCmd struct {
 	BackgroundFetches int           `name:"background-fetches" placeholder:"N" help:"Most of the --max-fetches that background work (the rest of opened files; every file with --prefetch all) may hold; the others stay free for reads that wait and for readahead. Default: three quarters of --max-fetches; with --prefetch all, all but one."`
 	SplitSize         byteSize      `name:"split-size" default:"1MiB" help:"When fetch workers are idle, a part fetch splits into GETs of at least this size run in parallel on them (at most 8), so that a reader waiting on one part waits for several connections instead of one; a busy pool fetches whole parts. 0 fetches every part with one GET."`
 	Prefetch          string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file, and the next 32 files of one part or less after it in its directory); all (every file after mounting, small files first)."`
+	SegmentPrefetch   bool          `name:"segment-prefetch" default:"true" negatable:"" help:"When a directory holding a Lucene index is first listed or has a file opened (for --layout opensearch, at mount), fetch at once what opening the index reads: its small files whole, and the first and last 128KiB of every larger file, kept in a range tier in memory and in the cache. In every --prefetch mode; --no-segment-prefetch turns it off."`
 	MemoryCache       byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for parts the disk cache cannot take (a full disk)."`
 	FrameCache        byteSize      `name:"frame-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames kept for later reads; a frame larger than this is never kept (it is decoded for each read that needs it). 0 keeps none."`
 	DecodeMemory      byteSize      `name:"decode-memory" default:"64MiB" help:"Memory for seekable-zstd frames being decoded at once: each decode reserves its compressed bytes plus 2.25 times its frame size and 256KiB before it allocates anything (what a corrupt frame may take), and waits while other decodes hold the rest. Must hold one frame of --max-frame-size (52.3MiB for the default 16MiB)."`
@@ -137,13 +138,14 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved()})
 	defer sched.Close()
 	rd, err := reader.New(store, pc, sched, reader.Config{
-		Source:        fetcher.CacheSource(store),
-		PartSize:      int64(c.PartSize),
-		MemoryLimit:   int64(c.MemoryCache),
-		Prefetch:      prefetch.Mode(c.Prefetch),
-		Passthrough:   c.Passthrough,
-		DropAfterRead: c.DropAfterRead,
-		SplitSize:     int64(c.SplitSize),
+		Source:          fetcher.CacheSource(store),
+		PartSize:        int64(c.PartSize),
+		MemoryLimit:     int64(c.MemoryCache),
+		Prefetch:        prefetch.Mode(c.Prefetch),
+		Passthrough:     c.Passthrough,
+		DropAfterRead:   c.DropAfterRead,
+		SplitSize:       int64(c.SplitSize),
+		SegmentPrefetch: c.SegmentPrefetch,
 		Frames: reader.FrameConfig{
 			CacheBytes:   int64(c.FrameCache),
 			DecodeBytes:  int64(c.DecodeMemory),
@@ -186,6 +188,9 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	log.Info("mounted", "source", store.String(), "mountpoint", c.Mountpoint,
 		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches, "passthrough", rd.Passthrough())
 	rd.Serve(root.Entries())
+	if src.shard != nil {
+		root.Seen() // the mount is the shard's index directory
+	}
 
 	served := make(chan struct{})
 	go func() {

@@ -35,10 +35,13 @@ func putObjects(t *testing.T, srv *harness.Server, bucket string, objs map[strin
 	}
 }
 
-// mountCached mounts s3://bucket with --cache-dir cacheDir and args.
+// mountCached mounts s3://bucket with --cache-dir cacheDir and args. The
+// cache tests count part files and GETs per read exactly, so the
+// segment-aware prefetch, which fetches heads and tails into the range
+// tier when a Lucene file is opened (segment_prefetch_test.go), is off.
 func mountCached(t *testing.T, srv *harness.Server, bucket, cacheDir string, args ...string) *harness.Mount {
 	t.Helper()
-	return mountS3(t, srv, "s3://"+bucket, append([]string{"--cache-dir", cacheDir}, args...)...)
+	return mountS3(t, srv, "s3://"+bucket, append([]string{"--cache-dir", cacheDir, "--no-segment-prefetch"}, args...)...)
 }
 
 // waitCached waits until no fetch is queued or running and the cache has

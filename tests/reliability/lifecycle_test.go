@@ -106,7 +106,8 @@ func TestPlan22KillAndRemount(t *testing.T) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	opts := e.mountOptions(dir, "--part-size", partSizeFlag, "--prefetch", "none")
+	// It counts the parts its reads cached: no segment-aware prefetch.
+	opts := e.mountOptions(dir, "--part-size", partSizeFlag, "--prefetch", "none", "--no-segment-prefetch")
 	opts.Dir = mnt
 	first, err := harness.StartMount(t.Context(), opts)
 	if err != nil {

@@ -1,0 +1,211 @@
+package reader
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/prefetch"
+)
+
+// The range tier: the heads and tails of files that a Lucene open reads
+// (prefetch.LuceneOpen), fetched ahead in blocks of RangeBlock bytes,
+// far smaller than a part. Each block is kept in memory (an LRU within
+// RangeMemory bytes) and stored in the disk cache under a key space of
+// its own (the source with rangeSource appended, part size RangeBlock),
+// so it is checksummed, crash-safe, evicted and loaded after a restart
+// like any part, and a remount opens the index with no GET. A read
+// consults the tier after the part tiers (decide.go): a cached part
+// supersedes the blocks it holds.
+
+// RangeBlock is the range tier's unit. RangeMemory bounds the blocks
+// kept in memory.
+const (
+	RangeBlock  = 64 << 10
+	RangeMemory = 16 << 20
+)
+
+// rangeSource is appended to the cache source of range-tier blocks.
+const rangeSource = "\x00range-tier"
+
+// rangeTier holds the blocks in memory and the fetches in flight, under
+// a lock of its own: it shares no state with parts. Lock order:
+// rangeTier.mu is a leaf.
+type rangeTier struct {
+	mu       sync.Mutex
+	lru      list.List                 // of *rangeBlock, most recently used first
+	blocks   map[partKey]*list.Element // by object and block index
+	bytes    int64                     // INVARIANT: the sum of the blocks' lengths, at most RangeMemory
+	fetching map[partKey]bool          // blocks a range fetch is getting now
+	first    time.Time                 // when the first directory was seen; zero before
+}
+
+type rangeBlock struct {
+	key  partKey
+	data []byte
+}
+
+func newRangeTier() rangeTier {
+	return rangeTier{blocks: make(map[partKey]*list.Element), fetching: make(map[partKey]bool)}
+}
+
+// rangeCacheKey returns the disk cache's key of a range-tier block.
+func (r *Reader) rangeCacheKey(k partKey) cache.Key {
+	return cache.Key{Source: r.cfg.Source + rangeSource, Object: k.obj.key, ETag: k.obj.etag, PartSize: RangeBlock, Index: k.idx}
+}
+
+// keepBlock adds a block to the memory LRU, evicting to stay in bounds.
+func (t *rangeTier) keepBlock(k partKey, data []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.blocks[k]; ok {
+		return
+	}
+	for t.bytes+int64(len(data)) > RangeMemory && t.lru.Len() > 0 {
+		old := t.lru.Remove(t.lru.Back()).(*rangeBlock)
+		delete(t.blocks, old.key)
+		t.bytes -= int64(len(old.data))
+	}
+	t.blocks[k] = t.lru.PushFront(&rangeBlock{key: k, data: data})
+	t.bytes += int64(len(data))
+}
+
+// memBlock copies block k's bytes at off into p, if the LRU has it.
+func (t *rangeTier) memBlock(k partKey, p []byte, off int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	el, ok := t.blocks[k]
+	if !ok {
+		return false
+	}
+	t.lru.MoveToFront(el)
+	copy(p, el.Value.(*rangeBlock).data[off:])
+	return true
+}
+
+// hasBlock reports whether block k is in memory or on disk.
+func (r *Reader) hasBlock(k partKey) bool {
+	r.rtier.mu.Lock()
+	_, ok := r.rtier.blocks[k]
+	r.rtier.mu.Unlock()
+	return ok || r.cache.Contains(r.rangeCacheKey(k))
+}
+
+// fetchRange fetches rg's blocks that no tier holds, with one GET of the
+// span they cover, at rg's priority in the object's group. A range whose
+// parts are cached, or whose blocks are all held or being fetched, costs
+// nothing.
+func (r *Reader) fetchRange(rg prefetch.Range) {
+	obj := rg.Obj
+	end := min(rg.Off+rg.Len, obj.Size)
+	if rg.Off < 0 || rg.Off >= end {
+		return
+	}
+	ps := r.cfg.PartSize
+	if r.cache.Contains(r.cacheKey(keyOfPart(obj, rg.Off/ps))) && r.cache.Contains(r.cacheKey(keyOfPart(obj, (end-1)/ps))) {
+		return
+	}
+	b0, b1 := rg.Off/RangeBlock, (end-1)/RangeBlock
+	for b0 <= b1 && r.hasBlock(keyOfPart(obj, b0)) {
+		b0++
+	}
+	for b1 >= b0 && r.hasBlock(keyOfPart(obj, b1)) {
+		b1--
+	}
+	if b0 > b1 {
+		return
+	}
+	t := &r.rtier
+	t.mu.Lock()
+	for b := b0; b <= b1; b++ {
+		if t.fetching[keyOfPart(obj, b)] {
+			t.mu.Unlock()
+			return // another fetch covers it
+		}
+	}
+	for b := b0; b <= b1; b++ {
+		t.fetching[keyOfPart(obj, b)] = true
+	}
+	t.mu.Unlock()
+	r.stats.RangesPrefetched.Add(1)
+	lo, hi := b0*RangeBlock, min((b1+1)*RangeBlock, obj.Size)
+	r.sched.Submit(obj.Key, rg.Prio, func(ctx context.Context) {
+		buf := make([]byte, hi-lo)
+		err := guard(fmt.Sprintf("fetch %s [%d,%d) for the range tier", obj.Key, lo, hi), func() error {
+			return r.store.ReadRange(ctx, obj, lo, buf)
+		})
+		select {
+		case <-r.stop:
+			err = ErrClosed // nothing is stored after Close
+		default:
+		}
+		if err == nil {
+			r.stats.RangeTierBytes.Add(int64(len(buf)))
+			r.stats.FetchedBytes.Add(int64(len(buf)))
+			for b := b0; b <= b1; b++ {
+				k := keyOfPart(obj, b)
+				data := bytes.Clone(buf[(b-b0)*RangeBlock : min((b-b0+1)*RangeBlock, int64(len(buf)))]) // exact bytes in the LRU
+				r.rtier.keepBlock(k, data)
+				if perr := r.cache.PutSummed(context.Background(), r.rangeCacheKey(k), data, nil); perr != nil {
+					r.cfg.Logger.Debug("range-tier block not cached", "key", obj.Key, "block", b, "err", perr)
+				}
+			}
+		} else if ctx.Err() == nil {
+			r.cfg.Logger.Debug("range-tier fetch failed", "key", obj.Key, "err", err)
+		}
+		t.mu.Lock()
+		for b := b0; b <= b1; b++ {
+			delete(t.fetching, keyOfPart(obj, b))
+		}
+		first := t.first
+		t.mu.Unlock()
+		if !first.IsZero() {
+			r.stats.OpenPrefetchNanos.Store(int64(time.Since(first)))
+		}
+	})
+}
+
+// readRangeTier fills p with the bytes at off within part k from the
+// range tier, and reports whether every block they span was there.
+func (r *Reader) readRangeTier(ctx context.Context, k partKey, p []byte, off int64) bool {
+	a := k.idx*r.cfg.PartSize + off
+	end := a + int64(len(p))
+	for b := a / RangeBlock; b*RangeBlock < end; b++ {
+		if !r.hasBlock(partKey{obj: k.obj, idx: b}) {
+			return false
+		}
+	}
+	for b := a / RangeBlock; b*RangeBlock < end; b++ {
+		bk := partKey{obj: k.obj, idx: b}
+		lo, hi := max(a, b*RangeBlock), min(end, (b+1)*RangeBlock)
+		dst := p[lo-a : hi-a]
+		if r.rtier.memBlock(bk, dst, lo-b*RangeBlock) {
+			continue
+		}
+		if _, ok, err := r.cache.ReadAt(ctx, r.rangeCacheKey(bk), dst, lo-b*RangeBlock); err != nil || !ok {
+			return false // evicted meanwhile, or damaged (the cache removed it)
+		}
+	}
+	r.stats.RangeTierHits.Add(1)
+	return true
+}
+
+// SeenDir runs the policies' Seen plans for dir the first time it is
+// seen: listed, or a file of it opened; for a shard layout, at mount.
+func (r *Reader) SeenDir(dir *prefetch.Dir) {
+	if dir == nil || !dir.FirstSeen() {
+		return
+	}
+	r.rtier.mu.Lock()
+	if r.rtier.first.IsZero() {
+		r.rtier.first = time.Now()
+	}
+	r.rtier.mu.Unlock()
+	for _, p := range r.policies {
+		r.runPlan(p.Seen(dir, r.cfg.PartSize))
+	}
+}

@@ -1,0 +1,135 @@
+package reader
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/prefetch"
+)
+
+// rangeTierTest stores a Lucene-named big file and a small one, and
+// returns the store, their data, a Dir of them and a cache directory.
+func rangeTierTest(t *testing.T) (*memStore, map[string][]byte, *prefetch.Dir, string) {
+	t.Helper()
+	store := newMemStore()
+	files := map[string][]byte{"_0.fdt": randomBytes(40, 3<<20+12345), "_0.si": randomBytes(41, 400)}
+	dir := &prefetch.Dir{}
+	for _, n := range []string{"_0.fdt", "_0.si"} {
+		dir.Add(n, store.put(n, files[n]))
+	}
+	return store, files, dir, filepath.Join(t.TempDir(), "cache")
+}
+
+func openCacheAt(t *testing.T, dir string) *cache.Cache {
+	t.Helper()
+	pc, err := cache.Open(cache.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	return pc
+}
+
+// headTailReads are the reads an open makes of the big file: its header
+// and its footer, at the sizes the kernel may send.
+func headTailReads(size int64) [][2]int64 {
+	return [][2]int64{{0, 100}, {0, 4096}, {4096, 60 << 10}, {size - 16, 16}, {size - 68<<10, 68 << 10}}
+}
+
+// Once a directory is seen, the head and tail of its large file and its
+// small file whole are served with no further GET; the blocks survive in
+// the disk cache, so a new Reader on it serves them with no GET at all;
+// the body is not fetched.
+func TestRangeTierServesAnOpenAndSurvives(t *testing.T) {
+	store, files, dir, cdir := rangeTierTest(t)
+	big := dir.Files[0]
+	pc := openCacheAt(t, cdir)
+	r := newTestReader(t, store, pc, 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None, SegmentPrefetch: true})
+	r.SeenDir(dir)
+	waitFor(t, func() bool {
+		return r.Stats().RangesPrefetched.Load() == 2 && store.inflight.Load() == 0 && r.Stats().InflightParts.Load() == 0
+	})
+	waitFor(t, func() bool {
+		return pc.Contains(r.rangeCacheKey(keyOfPart(big, 0))) && pc.Contains(r.rangeCacheKey(keyOfPart(big, (big.Size-1)/RangeBlock)))
+	})
+	gets := store.counters.Gets.Load()
+	for _, rd := range headTailReads(big.Size) {
+		got, err := r.ReadAt(context.Background(), big, make([]byte, rd[1]), rd[0], nil)
+		if err != nil || !bytes.Equal(got, files["_0.fdt"][rd[0]:rd[0]+rd[1]]) {
+			t.Fatalf("read %v: %v, or wrong bytes", rd, err)
+		}
+	}
+	if n := store.counters.Gets.Load() - gets; n != 0 {
+		t.Errorf("%d GETs for the reads of an open after the directory was seen; want 0", n)
+	}
+	if hits := r.Stats().RangeTierHits.Load(); hits < int64(len(headTailReads(big.Size))) {
+		t.Errorf("%d range-tier hits, want %d", hits, len(headTailReads(big.Size)))
+	}
+	if fetched := r.Stats().FetchedBytes.Load(); fetched > 4*RangeBlock+(1<<20) {
+		t.Errorf("%d bytes fetched; want only heads, tails and the small file", fetched)
+	}
+	r.Close()
+	pc.Close()
+
+	// A new Reader on the same cache: everything from disk.
+	store.counters.Gets.Store(0)
+	r2 := newTestReader(t, store, openCacheAt(t, cdir), 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None})
+	for _, rd := range headTailReads(big.Size) {
+		got, err := r2.ReadAt(context.Background(), big, make([]byte, rd[1]), rd[0], nil)
+		if err != nil || !bytes.Equal(got, files["_0.fdt"][rd[0]:rd[0]+rd[1]]) {
+			t.Fatalf("remount read %v: %v, or wrong bytes", rd, err)
+		}
+	}
+	if n := store.counters.Gets.Load(); n != 0 {
+		t.Errorf("%d GETs after a restart; want 0: the range tier is persisted", n)
+	}
+}
+
+// A damaged range-tier block is found by its checksums, removed, and the
+// read is served from the remote.
+func TestRangeTierDamagedBlock(t *testing.T) {
+	store, files, dir, cdir := rangeTierTest(t)
+	big := dir.Files[0]
+	pc := openCacheAt(t, cdir)
+	r := newTestReader(t, store, pc, 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None, SegmentPrefetch: true})
+	r.SeenDir(dir)
+	tail := keyOfPart(big, (big.Size-1)/RangeBlock)
+	waitFor(t, func() bool {
+		return pc.Contains(r.rangeCacheKey(keyOfPart(big, 0))) && pc.Contains(r.rangeCacheKey(tail))
+	})
+	r.Close()
+	pc.Close()
+	// Damage every range-tier file on disk (the part files of the small
+	// file are left: they are not the tier's).
+	damaged := 0
+	filepath.Walk(cdir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || filepath.Ext(p) != ".part" || info.Size() < 8<<10 { // not the small file's part
+			return nil
+		}
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		f.WriteAt([]byte{0xff, 0x00, 0xff}, info.Size()-10) // in the last bytes of its block
+		damaged++
+		return nil
+	})
+	if damaged == 0 {
+		t.Fatal("no range-tier file found to damage")
+	}
+	pc2 := openCacheAt(t, cdir)
+	<-pc2.IndexLoaded() // so the damaged block is known, and read
+	r2 := newTestReader(t, store, pc2, 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None})
+	got, err := r2.ReadAt(context.Background(), big, make([]byte, 16), big.Size-16, nil)
+	if err != nil || !bytes.Equal(got, files["_0.fdt"][big.Size-16:]) {
+		t.Fatalf("read of a damaged block: %v, or wrong bytes", err)
+	}
+	if st := pc2.Stats(); st.CorruptRemoved == 0 {
+		t.Errorf("the damaged block was not removed: %+v", st)
+	}
+}

@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/segfs/segfs/layout"
+	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/osremote"
+)
+
+// openReads makes the reads a Lucene open makes of every file in dir, as
+// BufferedIndexInput sends them: the codec header (1 KiB at offset 0) and
+// the footer (the last 16 bytes); a small file whole.
+func openReads(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		want := files[n]
+		f, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := int64(len(want))
+		reads := [][2]int64{{0, min(1024, size)}, {max(0, size-16), min(16, size)}}
+		if size <= prefetch.LuceneWhole {
+			reads = [][2]int64{{0, size}}
+		}
+		for _, rd := range reads {
+			if err := comparePread(f, want, rd[0], int(rd[1])); err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+		}
+		f.Close()
+	}
+}
+
+// After one listing of an index directory (a plain layout) or the mount
+// of a shard (the OpenSearch layout), the reads of a Lucene open take no
+// GET: the small files were fetched whole and the heads and tails of the
+// large ones into the range tier, and with --prefetch none nothing of
+// their bodies. A remount on the same cache serves the same reads with
+// no GET either.
+func TestSegmentPrefetchServesAnOpen(t *testing.T) {
+	srv := needServer(t)
+	files, err := osremote.ShardFiles([]string{"_0", "_1"}, 3, 6<<20, 51)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var small, large int64
+	for _, b := range files {
+		if int64(len(b)) <= prefetch.LuceneWhole {
+			small += int64(len(b))
+		} else {
+			large++
+		}
+	}
+	// What the tier may fetch: small files whole, and per large file its
+	// head and tail rounded out to range-tier blocks.
+	budget := small + large*(prefetch.LuceneHead+prefetch.LuceneTail+2*64<<10)
+
+	check := func(t *testing.T, source, sub string, seen func(dir string), args ...string) {
+		cacheDir := filepath.Join(t.TempDir(), "cache")
+		for round := range 2 {
+			m := mountS3(t, srv, source, append([]string{"--cache-dir", cacheDir, "--prefetch", "none"}, args...)...)
+			dir := filepath.Join(m.Dir, sub)
+			before := harness.MustStats(t, m)
+			seen(dir)
+			idle := harness.WaitIdle(t, m)
+			openReads(t, dir, files)
+			after := harness.WaitIdle(t, m)
+			if n := harness.Delta(idle, after, "gets"); n != 0 {
+				t.Errorf("round %d: %d GETs for the reads of an open after the directory was seen; want 0", round, n)
+			}
+			fetched := harness.Delta(before, after, "get_bytes")
+			t.Logf("round %d: %d ranges prefetched, %d range-tier hits, %d bytes fetched (budget %d), open prefetch %d ns",
+				round, harness.Delta(before, after, "ranges_prefetched"), harness.Delta(before, after, "range_tier_hits"),
+				fetched, budget, after["open_prefetch_ns"])
+			if fetched > budget {
+				t.Errorf("round %d: %d bytes fetched; with --prefetch none the bodies must stay remote (budget %d)", round, fetched, budget)
+			}
+			if round == 1 && harness.Delta(before, after, "gets") != 0 {
+				t.Errorf("remount: %d GETs; want 0, the range tier is on disk", harness.Delta(before, after, "gets"))
+			}
+			if err := m.Unmount(); err != nil {
+				t.Fatal(err)
+			}
+			harness.DropPageCache(t)
+		}
+	}
+	t.Run("plain", func(t *testing.T) {
+		bucket := newBucket(t, srv)
+		objs := map[string][]byte{}
+		for n, b := range files {
+			objs["index/"+n] = b
+		}
+		putObjects(t, srv, bucket, objs)
+		check(t, "s3://"+bucket, "index", func(dir string) {
+			if _, err := os.ReadDir(dir); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+	t.Run("opensearch", func(t *testing.T) {
+		bucket := newBucket(t, srv)
+		o := osremote.Options{Base: "repo", IndexUUID: osIndexUUID, Shard: 0, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1, Version: 2, Seed: 51}
+		put := func(key string, data []byte) error {
+			_, err := srv.PutBytes(context.Background(), bucket, key, data)
+			return err
+		}
+		ref, err := osremote.New(put, o).Upload(files, 1, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[layout.SegmentsFileName(3)] = ref.SegmentInfos
+		check(t, "s3://"+bucket+"/repo", "", func(string) {}, "--layout", "opensearch", "--index-uuid", osIndexUUID, "--shard", "0",
+			"--path-type", "hashed_prefix")
+	})
+}
