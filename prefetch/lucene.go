@@ -16,10 +16,12 @@ import (
 // whole and, of every larger file, its codec header at the start and its
 // footer at the end (with the kernel's readahead around each); nothing
 // else until a search reads at random. So: small files whole, as parts;
-// the head and tail of every larger file, as ranges for the range tier;
+// the head and tail of every larger file;
 // in the order of an open, segments_N first, then segment by segment
-// with .si and .fnm first. The bodies are left to reads and the other
-// policies.
+// with .si and .fnm first. All of it goes to the range tier (a small file
+// is one range of its whole length), so the engine knows when the open's
+// bytes are in: the other policies' fills of the directory's files wait
+// until then. The bodies are left to reads and those fills.
 type LuceneOpen struct{}
 
 // Range sizes of LuceneOpen. A file of at most LuceneWhole bytes is
@@ -39,19 +41,14 @@ func (LuceneOpen) Opened(*Dir, int, int64) Plan         { return Plan{} }
 // Seen plans the open of dir's index, if it holds one: a segments_N file
 // or a segment's .si file.
 func (LuceneOpen) Seen(dir *Dir, partSize int64) Plan {
+	if !dir.HoldsIndex() {
+		return Plan{}
+	}
 	order := make([]int, 0, len(dir.Files))
-	lucene := false
 	for i, name := range dir.Names {
-		base := path.Base(name)
-		if strings.HasPrefix(base, "segments_") || strings.HasSuffix(base, ".si") {
-			lucene = true
-		}
-		if isLuceneFile(base) {
+		if isLuceneFile(path.Base(name)) {
 			order = append(order, i)
 		}
-	}
-	if !lucene {
-		return Plan{}
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		return compareOpenOrder(path.Base(dir.Names[a]), path.Base(dir.Names[b]))
@@ -62,7 +59,7 @@ func (LuceneOpen) Seen(dir *Dir, partSize int64) Plan {
 		switch {
 		case obj.Size <= 0:
 		case obj.Size <= min(LuceneWhole, partSize):
-			p.Parts = append(p.Parts, Part{Obj: obj, Index: 0, Prio: Readahead})
+			p.Ranges = append(p.Ranges, Range{Obj: obj, Off: 0, Len: obj.Size, Prio: Readahead})
 		default:
 			p.Ranges = append(p.Ranges,
 				Range{Obj: obj, Off: 0, Len: min(LuceneHead, obj.Size), Prio: Readahead},

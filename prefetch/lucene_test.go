@@ -29,17 +29,16 @@ func luceneDir() *Dir {
 func TestLuceneOpenPlan(t *testing.T) {
 	p := LuceneOpen{}.Seen(luceneDir(), 8<<20)
 	var got []string
-	for _, pt := range p.Parts {
-		if pt.Prio != Readahead || pt.Index != 0 {
-			t.Errorf("part %+v: want part 0 at readahead", pt)
-		}
-		got = append(got, "whole "+pt.Obj.Key[5:])
+	if len(p.Parts) != 0 {
+		t.Errorf("parts %+v: everything goes to the range tier", p.Parts)
 	}
 	for _, rg := range p.Ranges {
 		if rg.Prio != Readahead {
 			t.Errorf("range %+v: want readahead", rg)
 		}
 		switch {
+		case rg.Off == 0 && rg.Len == rg.Obj.Size:
+			got = append(got, "whole "+rg.Obj.Key[5:])
 		case rg.Off == 0 && rg.Len == LuceneHead:
 			got = append(got, "head "+rg.Obj.Key[5:])
 		case rg.Off == rg.Obj.Size-LuceneTail && rg.Len == LuceneTail:
@@ -49,8 +48,8 @@ func TestLuceneOpenPlan(t *testing.T) {
 		}
 	}
 	want := []string{
-		"whole segments_4", "whole _0.si", "whole _0.fnm", "whole _0.dvm", "whole _1.si", "whole _1.fnm", "whole _a.si",
-		"head _0.fdt", "tail _0.fdt", "head _0.tip", "tail _0.tip", "head _1.tim", "tail _1.tim",
+		"whole segments_4", "whole _0.si", "whole _0.fnm", "whole _0.dvm", "head _0.fdt", "tail _0.fdt", "head _0.tip", "tail _0.tip",
+		"whole _1.si", "whole _1.fnm", "head _1.tim", "tail _1.tim", "whole _a.si",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("plan\n%q\nwant\n%q", got, want)

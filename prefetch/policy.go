@@ -2,7 +2,9 @@ package prefetch
 
 import (
 	"cmp"
+	"path"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -79,6 +81,8 @@ type Dir struct {
 	Names []string // the files' names in the directory, by index
 
 	seen      atomic.Bool
+	indexOnce sync.Once
+	index     bool
 	smallOnce sync.Once
 	small     []int // indexes in Files of the files of one part or less
 	smallPS   int64
@@ -95,6 +99,21 @@ func (d *Dir) Add(name string, obj fetcher.Object) int {
 // FirstSeen reports whether this is the first call for d: the engine
 // runs the policies' Seen plans once per directory.
 func (d *Dir) FirstSeen() bool { return d.seen.CompareAndSwap(false, true) }
+
+// HoldsIndex reports whether d holds a Lucene index: a segments_N file
+// or a segment's .si file.
+func (d *Dir) HoldsIndex() bool {
+	d.indexOnce.Do(func() {
+		for _, n := range d.Names {
+			base := path.Base(n)
+			if strings.HasPrefix(base, "segments_") || strings.HasSuffix(base, ".si") {
+				d.index = true
+				return
+			}
+		}
+	})
+	return d.index
+}
 
 // smallAfter returns up to n of the files of one part or less after
 // Files[i], in listing order.
@@ -136,9 +155,9 @@ func Policies(mode Mode, segments bool) []Policy {
 	}
 	switch mode {
 	case Open:
-		ps = append(ps, OnOpen{}, SmallAfter{N: SmallAhead})
+		ps = append(ps, OnOpen{IndexHeads: segments}, SmallAfter{N: SmallAhead})
 	case All:
-		ps = append(ps, OnOpen{}, Sweep{})
+		ps = append(ps, OnOpen{IndexHeads: segments}, Sweep{})
 	}
 	return ps
 }
@@ -149,16 +168,20 @@ func Policies(mode Mode, segments bool) []Policy {
 // instead: an opened file is most often read from its start (a copy,
 // any whole read), and as readahead that part may split across the
 // workers the fill leaves free, where queued first in the fill it would
-// be one whole-part GET.
-type OnOpen struct{}
+// be one whole-part GET. With IndexHeads, a file of a Lucene index
+// directory gets no first part ahead: LuceneOpen fetched what its open
+// reads into the range tier, and the open's other files come first.
+type OnOpen struct {
+	IndexHeads bool
+}
 
 func (OnOpen) Mounted([]fetcher.Object, int64) Plan { return Plan{} }
 func (OnOpen) Seen(*Dir, int64) Plan                { return Plan{} }
 
-func (OnOpen) Opened(dir *Dir, i int, partSize int64) Plan {
+func (o OnOpen) Opened(dir *Dir, i int, partSize int64) Plan {
 	obj := dir.Files[i]
 	var p Plan
-	if obj.Size > 0 {
+	if obj.Size > 0 && !(o.IndexHeads && dir.HoldsIndex()) {
 		p.Parts = []Part{{Obj: obj, Index: 0, Prio: Readahead}}
 	}
 	p.Fills = []Fill{{Group: obj.Key, Objects: []fetcher.Object{obj}, Once: true}}

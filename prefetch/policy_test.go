@@ -33,7 +33,14 @@ func TestPoliciesOfEachMode(t *testing.T) {
 		if got := Policies(mode, false); !slices.Equal(got, want) {
 			t.Errorf("Policies(%q) = %v, want %v", mode, got, want)
 		}
-		if got := Policies(mode, true); !slices.Equal(got, append([]Policy{LuceneOpen{}}, want...)) {
+		withIndex := []Policy{LuceneOpen{}}
+		for _, p := range want {
+			if _, ok := p.(OnOpen); ok {
+				p = OnOpen{IndexHeads: true}
+			}
+			withIndex = append(withIndex, p)
+		}
+		if got := Policies(mode, true); !slices.Equal(got, withIndex) {
 			t.Errorf("Policies(%q, segments) = %v, want LuceneOpen first, then %v", mode, got, want)
 		}
 	}
@@ -121,5 +128,22 @@ func TestCursor(t *testing.T) {
 	}
 	if want := []string{"f00/3", "f00/4", "f01/0", "f01/1", "f01/2", "f01/3", "f01/4"}; !slices.Equal(got, want) {
 		t.Errorf("cursor walked %v, want %v", got, want)
+	}
+}
+
+// With IndexHeads, a file of an index directory gets its fill but no
+// first part ahead: its head is LuceneOpen's.
+func TestOnOpenInAnIndexDirectory(t *testing.T) {
+	idx := luceneDir()
+	if p := (OnOpen{IndexHeads: true}).Opened(idx, 2, 8<<20); len(p.Parts) != 0 || len(p.Fills) != 1 {
+		t.Errorf("index directory: %+v, want only the fill", p)
+	}
+	if p := (OnOpen{}).Opened(idx, 2, 8<<20); len(p.Parts) != 1 {
+		t.Errorf("without IndexHeads: %+v, want the first part ahead", p)
+	}
+	plain := &Dir{}
+	plain.Add("data.bin", fetcher.Object{Key: "data.bin", Size: 5 << 20})
+	if p := (OnOpen{IndexHeads: true}).Opened(plain, 0, 8<<20); len(p.Parts) != 1 {
+		t.Errorf("plain directory: %+v, want the first part ahead", p)
 	}
 }

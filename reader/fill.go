@@ -55,14 +55,21 @@ type fill struct {
 func (r *Reader) fillWindow() int { return r.sched.Workers() }
 
 // runPlan carries out what a prefetch policy asked for.
-func (r *Reader) runPlan(p prefetch.Plan) {
+func (r *Reader) runPlan(p prefetch.Plan) { r.runPlanOf(p, false) }
+
+// runPlanOf is runPlan; open marks a Seen plan, whose ranges are an
+// open's bytes: fills wait for them (rangetier.go).
+func (r *Reader) runPlanOf(p prefetch.Plan, open bool) {
 	for _, pt := range p.Parts {
 		if pt.Index*r.cfg.PartSize < pt.Obj.Size && !r.cache.Contains(r.cacheKey(keyOfPart(pt.Obj, pt.Index))) {
 			r.startPart(pt.Obj, pt.Index, pt.Prio)
 		}
 	}
 	for _, rg := range p.Ranges {
-		r.fetchRange(rg)
+		r.fetchRange(rg, open)
+	}
+	if len(p.Fills) == 0 || r.deferFills(p.Fills) {
+		return
 	}
 	for _, f := range p.Fills {
 		r.startFill(f.Group, f.Objects, 0, f.Once)

@@ -42,6 +42,11 @@ type rangeTier struct {
 	bytes    int64                     // INVARIANT: the sum of the blocks' lengths, at most RangeMemory
 	fetching map[partKey]bool          // blocks a range fetch is getting now
 	first    time.Time                 // when the first directory was seen; zero before
+	// pending counts the range fetches of Seen plans (an open's bytes)
+	// not yet ended; while it is above 0, fills wait in deferred, so that
+	// the bodies of opened files do not compete with the open.
+	pending  int
+	deferred []prefetch.Fill
 }
 
 type rangeBlock struct {
@@ -98,8 +103,9 @@ func (r *Reader) hasBlock(k partKey) bool {
 // fetchRange fetches rg's blocks that no tier holds, with one GET of the
 // span they cover, at rg's priority in the object's group. A range whose
 // parts are cached, or whose blocks are all held or being fetched, costs
-// nothing.
-func (r *Reader) fetchRange(rg prefetch.Range) {
+// nothing. An open range (of a Seen plan) holds back the fills until it
+// ends.
+func (r *Reader) fetchRange(rg prefetch.Range, open bool) {
 	obj := rg.Obj
 	end := min(rg.Off+rg.Len, obj.Size)
 	if rg.Off < 0 || rg.Off >= end {
@@ -129,6 +135,9 @@ func (r *Reader) fetchRange(rg prefetch.Range) {
 	}
 	for b := b0; b <= b1; b++ {
 		t.fetching[keyOfPart(obj, b)] = true
+	}
+	if open {
+		t.pending++
 	}
 	t.mu.Unlock()
 	r.stats.RangesPrefetched.Add(1)
@@ -162,9 +171,18 @@ func (r *Reader) fetchRange(rg prefetch.Range) {
 			delete(t.fetching, keyOfPart(obj, b))
 		}
 		first := t.first
+		var fills []prefetch.Fill
+		if open {
+			if t.pending--; t.pending == 0 {
+				fills, t.deferred = t.deferred, nil
+			}
+		}
 		t.mu.Unlock()
 		if !first.IsZero() {
 			r.stats.OpenPrefetchNanos.Store(int64(time.Since(first)))
+		}
+		for _, f := range fills {
+			r.startFill(f.Group, f.Objects, 0, f.Once)
 		}
 	})
 }
@@ -206,6 +224,19 @@ func (r *Reader) SeenDir(dir *prefetch.Dir) {
 	}
 	r.rtier.mu.Unlock()
 	for _, p := range r.policies {
-		r.runPlan(p.Seen(dir, r.cfg.PartSize))
+		r.runPlanOf(p.Seen(dir, r.cfg.PartSize), true)
 	}
+}
+
+// deferFills keeps fills back while an open's ranges are in flight, and
+// reports whether it did.
+func (r *Reader) deferFills(fills []prefetch.Fill) bool {
+	t := &r.rtier
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending == 0 {
+		return false
+	}
+	t.deferred = append(t.deferred, fills...)
+	return true
 }

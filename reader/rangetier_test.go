@@ -51,7 +51,7 @@ func TestRangeTierServesAnOpenAndSurvives(t *testing.T) {
 	r := newTestReader(t, store, pc, 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None, SegmentPrefetch: true})
 	r.SeenDir(dir)
 	waitFor(t, func() bool {
-		return r.Stats().RangesPrefetched.Load() == 2 && store.inflight.Load() == 0 && r.Stats().InflightParts.Load() == 0
+		return r.Stats().RangesPrefetched.Load() == 3 && store.inflight.Load() == 0 && r.Stats().InflightParts.Load() == 0
 	})
 	waitFor(t, func() bool {
 		return pc.Contains(r.rangeCacheKey(keyOfPart(big, 0))) && pc.Contains(r.rangeCacheKey(keyOfPart(big, (big.Size-1)/RangeBlock)))
@@ -132,4 +132,20 @@ func TestRangeTierDamagedBlock(t *testing.T) {
 	if st := pc2.Stats(); st.CorruptRemoved == 0 {
 		t.Errorf("the damaged block was not removed: %+v", st)
 	}
+}
+
+// The fills of an opened file wait until the open's ranges are in: the
+// bodies do not compete with the open.
+func TestFillsWaitForTheOpensRanges(t *testing.T) {
+	store, _, dir, cdir := rangeTierTest(t)
+	store.gate = make(chan struct{})
+	r := newTestReader(t, store, openCacheAt(t, cdir), 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.Open, SegmentPrefetch: true})
+	h := r.Open(Entry{Name: "_0.fdt", Obj: dir.Files[0]}, dir, 0, true) // sees the directory, then plans the open's fill
+	defer h.Close()
+	if n := r.Stats().StartedBack.Load(); n != 0 {
+		t.Fatalf("%d background part fetches started while the open's ranges are in flight; want 0", n)
+	}
+	close(store.gate)
+	waitFor(t, func() bool { return r.Stats().StartedBack.Load() > 0 })
+	waitFor(t, func() bool { return store.inflight.Load() == 0 && r.Stats().InflightParts.Load() == 0 })
 }

@@ -187,10 +187,10 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	log.Info("mounted", "source", store.String(), "mountpoint", c.Mountpoint,
 		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches, "passthrough", rd.Passthrough())
-	rd.Serve(root.Entries())
 	if src.shard != nil {
-		root.Seen() // the mount is the shard's index directory
+		root.Seen() // the mount is the shard's index directory: its open first
 	}
+	rd.Serve(root.Entries())
 
 	served := make(chan struct{})
 	go func() {

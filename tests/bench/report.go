@@ -50,7 +50,7 @@ const (
 
 // caseOrder and systemOrder sort the records for the table and the file.
 var (
-	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources, casePush, caseCmpSeq, caseCmpRandom}
+	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources, casePush, caseCmpSeq, caseCmpRandom, caseLuceneOpen}
 	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsPassthrough, sysSegfsMmap, sysRaw, sysHybrid}
 )
 
@@ -331,6 +331,7 @@ var (
 		caseRandom:     caseRandom,
 		caseRandomBusy: caseRandom,
 		caseWarmRandom: caseRandom,
+		caseLuceneOpen: caseRandom,
 	}
 )
 
