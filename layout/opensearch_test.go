@@ -19,13 +19,7 @@ import (
 func dirRepo(t *testing.T, o osremote.Options) (string, layout.Opener, [2]*osremote.Refresh) {
 	t.Helper()
 	root := t.TempDir()
-	put := func(key string, data []byte) error {
-		p := filepath.Join(root, filepath.FromSlash(key))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(p, data, 0o644)
-	}
+	put := osremote.DirPut(root)
 	r := osremote.New(put, o)
 	var refs [2]*osremote.Refresh
 	for i, segs := range [][]string{{"_0"}, {"_0", "_1"}} {

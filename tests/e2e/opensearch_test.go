@@ -315,13 +315,7 @@ func (s *osShard) put(t *testing.T, key string, data []byte) {
 // directory is the repository's root.
 func TestOpenSearchLayoutFromADirectory(t *testing.T) {
 	root := t.TempDir()
-	put := func(key string, data []byte) error {
-		p := filepath.Join(root, filepath.FromSlash(key))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(p, data, 0o644)
-	}
+	put := osremote.DirPut(root)
 	o := osremote.Options{IndexUUID: osIndexUUID, Shard: 2, PathType: layout.HashedInfix, HashAlgorithm: layout.FNV1aComposite1, Version: 3, Seed: 31}
 	r := osremote.New(put, o)
 	files, err := osremote.ShardFiles([]string{"_0", "_1"}, 9, 200<<10, 31)

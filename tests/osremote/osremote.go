@@ -12,7 +12,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -23,6 +25,18 @@ import (
 // Put stores data under key (relative to the repository's root: the
 // bucket, or the local directory).
 type Put func(key string, data []byte) error
+
+// DirPut returns a Put that writes below the local directory root, a
+// repository of the fs kind.
+func DirPut(root string) Put {
+	return func(key string, data []byte) error {
+		p := filepath.Join(root, filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(p, data, 0o644)
+	}
+}
 
 // Options name the shard and how its repository lays it out.
 type Options struct {
