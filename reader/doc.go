@@ -26,6 +26,8 @@
 //   - stream.go: following a sequential reader; memtier.go: parts the
 //     disk refused; buffer.go: part buffers and their owners.
 //   - fill.go: the background fills and the prefetch policies' plans.
+//   - rangetier.go: the range tier, the heads and tails of an index's
+//     files fetched ahead when its directory is first seen.
 //   - whole.go: promotion to whole-object files for passthrough opens.
 //   - frames.go, framebudget.go: seekable zstd frames, decoded within a
 //     memory budget; entry.go: the files a listing shows.
