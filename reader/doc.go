@@ -53,7 +53,8 @@
 // Lock order: Reader.mu before promoter.mu; Reader.mu, and the range
 // GETs' own rangeGets.mu, before the scheduler's lock (the scheduler
 // never calls back into the Reader while holding its own). Reader.mu
-// and rangeGets.mu are never held together. FrameReader.mu and the decode budget's lock are
-// never held while another is taken. The disk cache is only called
-// without Reader.mu held.
+// and rangeGets.mu are never held together. FrameReader.mu, the decode
+// budget's lock and the range tier's rangeTier.mu are never held while
+// another is taken. The disk cache is only called without Reader.mu
+// held.
 package reader
