@@ -154,10 +154,33 @@ type dirNode struct {
 	// Constant once the tree is built.
 	mtime  time.Time      // the mount time
 	dir    *prefetch.Dir  // the directory's files, for the prefetch policies; nil if it holds none
-	reader *reader.Reader // told when the directory is first listed
+	reader *reader.Reader // told when the directory is first looked up or listed
 }
 
-var _ = (gofs.NodeOpendirer)((*dirNode)(nil))
+var (
+	_ = (gofs.NodeOpendirer)((*dirNode)(nil))
+	_ = (gofs.NodeLookuper)((*dirNode)(nil))
+)
+
+// Lookup finds a child as go-fuse would without it, and tells the engine
+// when the child is a directory it sees for the first time: looking up
+// an index's directory is the first step of opening it.
+func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	child := d.GetChild(name)
+	if child == nil {
+		return nil, syscall.ENOENT
+	}
+	if ga, ok := child.Operations().(gofs.NodeGetattrer); ok {
+		var a fuse.AttrOut
+		if errno := ga.Getattr(ctx, nil, &a); errno == 0 {
+			out.Attr = a.Attr
+		}
+	}
+	if dn, ok := child.Operations().(*dirNode); ok && dn.dir != nil && dn.reader != nil {
+		dn.reader.SeenDir(dn.dir)
+	}
+	return child, 0
+}
 
 // Opendir tells the engine the directory is seen: a listing of a Lucene
 // index's directory is the first step of opening it (prefetch.LuceneOpen).

@@ -22,7 +22,11 @@ import (
 // is one range of its whole length), so the engine knows when the open's
 // bytes are in: the other policies' fills of the directory's files wait
 // until then. The bodies are left to reads and those fills.
-type LuceneOpen struct{}
+type LuceneOpen struct {
+	// Profile, if not nil, widens the heads and tails by what earlier
+	// opens of the source read (profile.go). Read-only.
+	Profile *Profile
+}
 
 // Range sizes of LuceneOpen. A file of at most LuceneWhole bytes is
 // fetched whole; of a larger file, the first LuceneHead and the last
@@ -40,7 +44,7 @@ func (LuceneOpen) Opened(*Dir, int, int64) Plan         { return Plan{} }
 
 // Seen plans the open of dir's index, if it holds one: a segments_N file
 // or a segment's .si file.
-func (LuceneOpen) Seen(dir *Dir, partSize int64) Plan {
+func (l LuceneOpen) Seen(dir *Dir, partSize int64) Plan {
 	if !dir.HoldsIndex() {
 		return Plan{}
 	}
@@ -61,9 +65,10 @@ func (LuceneOpen) Seen(dir *Dir, partSize int64) Plan {
 		case obj.Size <= min(LuceneWhole, partSize):
 			p.Ranges = append(p.Ranges, Range{Obj: obj, Off: 0, Len: obj.Size, Prio: Readahead})
 		default:
+			head, tail := l.Profile.extent(dir.Names[i])
 			p.Ranges = append(p.Ranges,
-				Range{Obj: obj, Off: 0, Len: min(LuceneHead, obj.Size), Prio: Readahead},
-				Range{Obj: obj, Off: max(0, obj.Size-LuceneTail), Len: min(LuceneTail, obj.Size), Prio: Readahead})
+				Range{Obj: obj, Off: 0, Len: min(head, obj.Size), Prio: Readahead},
+				Range{Obj: obj, Off: max(0, obj.Size-tail), Len: min(tail, obj.Size), Prio: Readahead})
 		}
 	}
 	return p

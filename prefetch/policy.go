@@ -28,8 +28,8 @@ type Policy interface {
 	// serves. dir holds the files of its directory; the file is
 	// dir.Files[i].
 	Opened(dir *Dir, i int, partSize int64) Plan
-	// Seen is called once per directory, the first time it is listed or
-	// one of its files is opened (for a shard layout, at mount).
+	// Seen is called once per directory, the first time it is looked up,
+	// listed or one of its files is opened (for a shard layout, at mount).
 	Seen(dir *Dir, partSize int64) Plan
 }
 
@@ -146,12 +146,13 @@ const (
 )
 
 // Policies returns the policies of mode, in the order they run; with
-// segments, the segment-aware LuceneOpen first, in every mode: it
-// fetches only what an open of a Lucene directory reads.
-func Policies(mode Mode, segments bool) []Policy {
+// segments, the segment-aware LuceneOpen first (with profile, if not
+// nil), in every mode: it fetches only what an open of a Lucene
+// directory reads.
+func Policies(mode Mode, segments bool, profile *Profile) []Policy {
 	var ps []Policy
 	if segments {
-		ps = append(ps, LuceneOpen{})
+		ps = append(ps, LuceneOpen{Profile: profile})
 	}
 	switch mode {
 	case Open:

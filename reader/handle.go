@@ -42,11 +42,13 @@ func (r *Reader) Serve(entries []Entry) {
 // returned. Its methods may be called concurrently (the kernel sends
 // several reads of one handle at once), Close once after the last read.
 type Handle struct {
-	r      *Reader
-	entry  Entry
-	seq    prefetch.Sequence
-	served atomic.Int64 // bytes its reads returned
-	closed sync.Once
+	r       *Reader
+	entry   Entry
+	dir     *prefetch.Dir // its directory, nil if unknown
+	lastEnd atomic.Int64  // where its last read ended, for the open profile
+	seq     prefetch.Sequence
+	served  atomic.Int64 // bytes its reads returned
+	closed  sync.Once
 }
 
 // Open opens e, the file dir.Files[i], for reads. Its parts are evicted
@@ -56,7 +58,7 @@ type Handle struct {
 // served false.
 func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
 	r.stats.OpenHandles.Add(1)
-	h := &Handle{r: r, entry: e}
+	h := &Handle{r: r, entry: e, dir: dir}
 	if e.Inline != nil {
 		return h // nothing to pin, fetch or build
 	}
@@ -96,6 +98,9 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (data []byte,
 	}
 	if err == nil {
 		h.served.Add(int64(len(data)))
+		if h.entry.Inline == nil && len(data) > 0 {
+			h.r.learn(h, off, int64(len(data)))
+		}
 	}
 	return data, release, err
 }

@@ -107,6 +107,9 @@ func (r *Reader) hasBlock(k partKey) bool {
 // ends.
 func (r *Reader) fetchRange(rg prefetch.Range, open bool) {
 	obj := rg.Obj
+	if open && rg.Len < obj.Size && rg.Len > max(prefetch.LuceneHead, prefetch.LuceneTail) {
+		r.stats.ProfileRanges.Add(1) // widened by a learned profile
+	}
 	end := min(rg.Off+rg.Len, obj.Size)
 	if rg.Off < 0 || rg.Off >= end {
 		return
@@ -213,7 +216,8 @@ func (r *Reader) readRangeTier(ctx context.Context, k partKey, p []byte, off int
 }
 
 // SeenDir runs the policies' Seen plans for dir the first time it is
-// seen: listed, or a file of it opened; for a shard layout, at mount.
+// seen: looked up, listed, or a file of it opened; for a shard layout,
+// at mount.
 func (r *Reader) SeenDir(dir *prefetch.Dir) {
 	if dir == nil || !dir.FirstSeen() {
 		return

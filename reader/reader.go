@@ -80,8 +80,9 @@ type Reader struct {
 	writers sync.WaitGroup
 	sweeper sync.WaitGroup
 
-	ranges rangeGets // small range GETs in flight, under their own lock (ranges.go)
-	rtier  rangeTier // heads and tails fetched ahead, under their own lock (rangetier.go)
+	ranges  rangeGets // small range GETs in flight, under their own lock (ranges.go)
+	rtier   rangeTier // heads and tails fetched ahead, under their own lock (rangetier.go)
+	learned learner   // the open profile being learned (profile.go)
 
 	// Mutable state, guarded by mu.
 	mu         sync.Mutex
@@ -102,11 +103,11 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 		return nil, fmt.Errorf("reader: %w", err)
 	}
 	r := &Reader{
-		store:      store,
-		cache:      pc,
-		sched:      sched,
-		cfg:        cfg,
-		policies:   prefetch.Policies(cfg.Prefetch, cfg.SegmentPrefetch),
+		store: store,
+		cache: pc,
+		sched: sched,
+		cfg:   cfg,
+
 		bufs:       make(chan []byte, sched.Workers()),
 		putq:       make(chan *partCall), // a hand-off: no parts queued beyond the writers
 		stop:       make(chan struct{}),
@@ -118,6 +119,12 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 		fills:      make(map[objKey]*fill),
 		streams:    make(map[objKey]*stream),
 	}
+	var profile *prefetch.Profile
+	if cfg.SegmentPrefetch {
+		profile = r.loadProfile()
+		r.learned.loaded = profile != nil
+	}
+	r.policies = prefetch.Policies(cfg.Prefetch, cfg.SegmentPrefetch, profile)
 	r.frames, err = newFrameReader(r, cfg.Frames)
 	if err != nil {
 		return nil, err
@@ -365,6 +372,7 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 // after it, ends the fetches. Close may be called more than once.
 func (r *Reader) Close() error {
 	r.frames.Close()
+	r.saveProfile()
 	r.mu.Lock()
 	already := r.closed
 	r.closed = true

@@ -40,10 +40,12 @@ type Stats struct {
 	FillsAbandoned atomic.Int64 `stat:"fills_abandoned"` // objects whose background fill stopped at a failed part fetch
 
 	// The range tier (heads and tails fetched ahead for a Lucene open).
-	RangesPrefetched  atomic.Int64 `stat:"ranges_prefetched"` // range fetches started for the range tier
-	RangeTierHits     atomic.Int64 `stat:"range_tier_hits"`   // part reads served by the range tier
-	RangeTierBytes    atomic.Int64 `stat:"range_tier_bytes"`  // bytes fetched into the range tier
-	OpenPrefetchNanos atomic.Int64 `stat:"open_prefetch_ns"`  // from the first directory seen to the last range fetch's end
+	RangesPrefetched  atomic.Int64 `stat:"ranges_prefetched"`   // range fetches started for the range tier
+	RangeTierHits     atomic.Int64 `stat:"range_tier_hits"`     // part reads served by the range tier
+	RangeTierBytes    atomic.Int64 `stat:"range_tier_bytes"`    // bytes fetched into the range tier
+	ProfileLoaded     atomic.Int64 `stat:"open_profile_loaded"` // 1 if a learned open profile of the source was loaded
+	ProfileRanges     atomic.Int64 `stat:"open_profile_ranges"` // open ranges a learned profile widened
+	OpenPrefetchNanos atomic.Int64 `stat:"open_prefetch_ns"`    // from the first directory seen to the last range fetch's end
 
 	// Gauges.
 	OpenHandles   atomic.Int64 `stat:"open_handles"`      // open handles now

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"testing"
 
 	"github.com/segfs/segfs/layout"
@@ -109,6 +110,19 @@ func TestSegmentPrefetchServesAnOpen(t *testing.T) {
 			}
 		})
 	})
+	t.Run("plain, a lookup", func(t *testing.T) {
+		bucket := newBucket(t, srv)
+		objs := map[string][]byte{}
+		for n, b := range files {
+			objs["index/"+n] = b
+		}
+		putObjects(t, srv, bucket, objs)
+		check(t, "s3://"+bucket, "index", func(dir string) {
+			if _, err := os.Stat(dir); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
 	t.Run("opensearch", func(t *testing.T) {
 		bucket := newBucket(t, srv)
 		o := osremote.Options{Base: "repo", IndexUUID: osIndexUUID, Shard: 0, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1, Version: 2, Seed: 51}
@@ -124,4 +138,78 @@ func TestSegmentPrefetchServesAnOpen(t *testing.T) {
 		check(t, "s3://"+bucket+"/repo", "", func(string) {}, "--layout", "opensearch", "--index-uuid", osIndexUUID, "--shard", "0",
 			"--path-type", "hashed_prefix")
 	})
+}
+
+// An open that reads more of a file's end than the built-in tail is
+// learned: the remount loads the profile (counted) and, after one
+// listing, serves those reads with no GET. A cold mount on a new cache
+// directory of the same source does not have it.
+func TestLearnedOpenSurvivesARemount(t *testing.T) {
+	srv := needServer(t)
+	files, err := osremote.ShardFiles([]string{"_0"}, 2, 6<<20, 61)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := newBucket(t, srv)
+	objs := map[string][]byte{}
+	for n, b := range files {
+		objs["index/"+n] = b
+	}
+	putObjects(t, srv, bucket, objs)
+	fdt := files["_0.fdt"]
+	// O_DIRECT: every read reaches segfs, none is the kernel's readahead.
+	deepTail := func(dir string) {
+		f, err := os.OpenFile(filepath.Join(dir, "index", "_0.fdt"), os.O_RDONLY|syscall.O_DIRECT, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		size := int64(len(fdt))
+		for off := size - 4096; off > size-300<<10; off -= 64 << 10 { // jumps back, as a footer-first open does
+			if err := comparePread(f, fdt, off, 4096); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cacheDir := filepath.Join(t.TempDir(), "cache")
+	m := mountS3(t, srv, "s3://"+bucket, "--cache-dir", cacheDir, "--prefetch", "none")
+	if _, err := os.ReadDir(filepath.Join(m.Dir, "index")); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitIdle(t, m)
+	deepTail(m.Dir)
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	harness.DropPageCache(t)
+
+	// The remount on the same cache loads the profile; a new cache
+	// directory has none. On a new cache the deep tail costs GETs.
+	for _, tc := range []struct {
+		cache  string
+		loaded int64
+	}{{cacheDir, 1}, {filepath.Join(t.TempDir(), "cache"), 0}} {
+		m := mountS3(t, srv, "s3://"+bucket, "--cache-dir", tc.cache, "--prefetch", "none")
+		s := harness.MustStats(t, m)
+		if s["open_profile_loaded"] != tc.loaded {
+			t.Errorf("cache %s: open_profile_loaded %d, want %d", tc.cache, s["open_profile_loaded"], tc.loaded)
+		}
+		if tc.loaded == 1 {
+			if _, err := os.ReadDir(filepath.Join(m.Dir, "index")); err != nil {
+				t.Fatal(err)
+			}
+			before := harness.WaitIdle(t, m)
+			if before["open_profile_ranges"] == 0 {
+				t.Errorf("the listing's plan used no learned range: %v", before)
+			}
+			deepTail(m.Dir)
+			after := harness.WaitIdle(t, m)
+			if n := harness.Delta(before, after, "gets"); n != 0 {
+				t.Errorf("the learned reads took %d GETs after the listing; want 0", n)
+			}
+		}
+		if err := m.Unmount(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
