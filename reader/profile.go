@@ -73,13 +73,12 @@ func (r *Reader) loadProfile() *prefetch.Profile {
 // one before ended, and teach nothing; an open's reads jump (header,
 // footer, a metadata block).
 func (r *Reader) learn(h *Handle, off, n int64) {
-	if last := h.lastEnd.Swap(off + n); last == off || !r.cfg.SegmentPrefetch || h.dir == nil || !h.dir.HoldsIndex() {
+	if !r.cfg.SegmentPrefetch || h.dir == nil {
 		return
 	}
-	r.rtier.mu.Lock()
-	first := r.rtier.first
-	r.rtier.mu.Unlock()
-	if first.IsZero() || time.Since(first) > ProfileWindow {
+	last := h.lastEnd.Swap(off + n)
+	first := r.rtier.first.Load()
+	if last == off || first == 0 || time.Now().UnixNano()-first > int64(ProfileWindow) || !h.dir.HoldsIndex() {
 		return
 	}
 	l := &r.learned

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segfs/segfs/cache"
@@ -36,12 +37,15 @@ const rangeSource = "\x00range-tier"
 // a lock of its own: it shares no state with parts. Lock order:
 // rangeTier.mu is a leaf.
 type rangeTier struct {
+	// first is when the first directory was seen, in Unix nanoseconds;
+	// 0 before. Atomic: every read of an index's file looks at it.
+	first atomic.Int64
+
 	mu       sync.Mutex
 	lru      list.List                 // of *rangeBlock, most recently used first
 	blocks   map[partKey]*list.Element // by object and block index
 	bytes    int64                     // INVARIANT: the sum of the blocks' lengths, at most RangeMemory
 	fetching map[partKey]bool          // blocks a range fetch is getting now
-	first    time.Time                 // when the first directory was seen; zero before
 	// pending counts the range fetches of Seen plans (an open's bytes)
 	// not yet ended; while it is above 0, fills wait in deferred, so that
 	// the bodies of opened files do not compete with the open.
@@ -173,7 +177,6 @@ func (r *Reader) fetchRange(rg prefetch.Range, open bool) {
 		for b := b0; b <= b1; b++ {
 			delete(t.fetching, keyOfPart(obj, b))
 		}
-		first := t.first
 		var fills []prefetch.Fill
 		if open {
 			if t.pending--; t.pending == 0 {
@@ -181,8 +184,8 @@ func (r *Reader) fetchRange(rg prefetch.Range, open bool) {
 			}
 		}
 		t.mu.Unlock()
-		if !first.IsZero() {
-			r.stats.OpenPrefetchNanos.Store(int64(time.Since(first)))
+		if first := t.first.Load(); first != 0 {
+			r.stats.OpenPrefetchNanos.Store(time.Now().UnixNano() - first)
 		}
 		for _, f := range fills {
 			r.startFill(f.Group, f.Objects, 0, f.Once)
@@ -222,11 +225,7 @@ func (r *Reader) SeenDir(dir *prefetch.Dir) {
 	if dir == nil || !dir.FirstSeen() {
 		return
 	}
-	r.rtier.mu.Lock()
-	if r.rtier.first.IsZero() {
-		r.rtier.first = time.Now()
-	}
-	r.rtier.mu.Unlock()
+	r.rtier.first.CompareAndSwap(0, time.Now().UnixNano())
 	for _, p := range r.policies {
 		r.runPlanOf(p.Seen(dir, r.cfg.PartSize), true)
 	}
