@@ -5,6 +5,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/segfs/segfs/stats"
 )
 
 // Priority orders tasks. Higher runs first.
@@ -60,8 +63,9 @@ func (c Config) withDefaults() Config {
 
 // Task is a submitted unit of work.
 type Task struct {
-	group string
-	run   func(ctx context.Context)
+	group  string
+	run    func(ctx context.Context)
+	queued time.Time // when it was submitted
 
 	// Guarded by the scheduler's mu.
 	prio  Priority
@@ -97,7 +101,20 @@ type Scheduler struct {
 	completed  [numPriorities]int64
 	raised     int64
 	cancelledN int64
+
+	hist Histograms // atomic
 }
+
+// Histograms are the scheduler's distributions, served at /metrics.
+type Histograms struct {
+	// QueueWait is the time from a task's submission to a worker's
+	// taking it, by the priority it ran at (a raised task counts at its
+	// new priority).
+	QueueWait [numPriorities]stats.Histogram `stat:"fetch_queue_wait_seconds" label:"priority=background,readahead,demand"`
+}
+
+// Histograms returns the scheduler's live histograms.
+func (s *Scheduler) Histograms() *Histograms { return &s.hist }
 
 // New starts a Scheduler with cfg.Workers goroutines.
 func New(cfg Config) *Scheduler {
@@ -123,7 +140,7 @@ func (s *Scheduler) Workers() int { return s.cfg.Workers }
 // return promptly once that context is done. After Close, run is called at
 // once on the caller's goroutine with the cancelled context.
 func (s *Scheduler) Submit(group string, prio Priority, run func(ctx context.Context)) *Task {
-	t := &Task{group: group, run: run, prio: prio}
+	t := &Task{group: group, run: run, prio: prio, queued: time.Now()}
 	s.mu.Lock()
 	if s.closed {
 		t.state = running
@@ -196,7 +213,9 @@ func (s *Scheduler) worker() {
 		}
 		t.state = running
 		s.running[t.prio]++
+		prio := t.prio
 		s.mu.Unlock()
+		s.hist.QueueWait[prio].Since(t.queued)
 
 		t.run(s.ctx)
 
@@ -219,7 +238,7 @@ func (s *Scheduler) pickLocked() *Task {
 		return t
 	}
 	nonDemand := s.running[Readahead] + s.running[Background]
-	if s.closed || nonDemand < s.cfg.Workers-1 {
+	if s.closed || nonDemand < s.readaheadWorkers() {
 		if t := s.queues[Readahead].pop(); t != nil {
 			return t
 		}
@@ -229,6 +248,12 @@ func (s *Scheduler) pickLocked() *Task {
 	}
 	return nil
 }
+
+// readaheadWorkers is how many workers Readahead and Background tasks
+// may hold together: all but one, so that a demand task never waits
+// for more than one fetch to end; a pool of one worker lets them have
+// it, or they would never run.
+func (s *Scheduler) readaheadWorkers() int { return max(s.cfg.Workers-1, 1) }
 
 // Spare returns how many more tasks at prio would start at once if they
 // were submitted now: the workers that are free and that tasks of prio
@@ -256,7 +281,7 @@ func (s *Scheduler) Spare(prio Priority) int {
 	nonDemand := s.running[Readahead] + s.running[Background]
 	switch prio {
 	case Readahead:
-		spare = min(spare, s.cfg.Workers-1-nonDemand-s.queues[Readahead].n)
+		spare = min(spare, s.readaheadWorkers()-nonDemand-s.queues[Readahead].n)
 	case Background:
 		spare = min(spare, s.cfg.Workers-s.cfg.Reserved-nonDemand-s.queues[Readahead].n-s.queues[Background].n)
 	}
@@ -276,9 +301,9 @@ func (s *Scheduler) Close() {
 
 // Stats is a snapshot of the scheduler's counters.
 type Stats struct {
-	Workers   int                  `stat:"workers"`
-	Queued    [numPriorities]int   `stat:"queued_background,queued_readahead,queued_demand"`    // tasks waiting, by priority
-	Running   [numPriorities]int   `stat:"running_background,running_readahead,running_demand"` // tasks running, by priority
+	Workers   int                  `stat:"workers" kind:"gauge"`
+	Queued    [numPriorities]int   `stat:"queued_background,queued_readahead,queued_demand" kind:"gauge"`    // tasks waiting, by priority
+	Running   [numPriorities]int   `stat:"running_background,running_readahead,running_demand" kind:"gauge"` // tasks running, by priority
 	Submitted [numPriorities]int64 // tasks submitted, by first priority
 	Completed [numPriorities]int64 // tasks run, by the priority they ended at
 	Raised    int64                `stat:"raised"` // tasks moved to a higher priority

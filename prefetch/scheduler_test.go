@@ -311,3 +311,32 @@ func TestSpareIsWhatStartsAtOnce(t *testing.T) {
 		t.Errorf("closed: Spare(demand) = %d, want 0", got)
 	}
 }
+
+// Every task that runs is counted once in the queue-wait histogram of
+// the priority it ran at; one held in the queue behind a busy worker
+// waits at least as long as it was held.
+func TestQueueWaitIsObservedByPriority(t *testing.T) {
+	s := New(Config{Workers: 1})
+	defer s.Close()
+	release := make(chan struct{})
+	started := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(3)
+	s.Submit("a", Demand, func(context.Context) { defer wg.Done(); close(started); <-release })
+	<-started
+	s.Submit("b", Background, func(context.Context) { wg.Done() })
+	s.Submit("c", Readahead, func(context.Context) { wg.Done() })
+	const held = 20 * time.Millisecond
+	time.Sleep(held)
+	close(release)
+	wg.Wait()
+	h := s.Histograms()
+	for p, want := range map[Priority]uint64{Background: 1, Readahead: 1, Demand: 1} {
+		if got := h.QueueWait[p].Snapshot().Count; got != want {
+			t.Errorf("%s: %d observations, want %d", p, got, want)
+		}
+	}
+	if got := h.QueueWait[Background].Snapshot().Sum; got < held {
+		t.Errorf("background task waited %v in the histogram, held %v", got, held)
+	}
+}
