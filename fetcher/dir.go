@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // DirStore is a Store over a local directory, created by Open for file://
@@ -127,7 +128,12 @@ func (d *DirStore) readRange(ctx context.Context, obj Object, off int64, p []byt
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// One "GET": timed from the open to the end of the read, however it
+	// ends. ReadAt delivers its bytes at once, so the first byte is timed
+	// when it returns any.
 	d.counters.Gets.Add(1)
+	start := time.Now()
+	defer d.counters.GetTime.Since(start)
 	f, err := d.root.Open(obj.Key)
 	if err != nil {
 		return fileError(err)
@@ -137,6 +143,9 @@ func (d *DirStore) readRange(ctx context.Context, obj Object, off int64, p []byt
 		return err
 	}
 	n, rerr := f.ReadAt(p, off)
+	if n > 0 {
+		d.counters.GetFirstByte.Since(start)
+	}
 	d.counters.GetBytes.Add(int64(n))
 	// Check identity again before judging the read: a file truncated
 	// during the read is a change, not a short read.

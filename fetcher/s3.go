@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -32,9 +34,20 @@ const (
 	openCheckTimeout     = 30 * time.Second
 	openCheckAttempts    = 3
 	openCheckMaxBackoff  = time.Second
-	defaultRegion        = "us-east-1"
 	credentialsHint      = "check the AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or the instance role) and that they may list the bucket"
+	anonymousHint        = "unsigned requests were refused: the bucket is not public; sign them with AWS credentials instead"
 	endpointSchemeDetail = "want a URL such as https://host:port"
+)
+
+// Region discovery, for a configuration that names no region (see
+// bucketRegion). The HeadBucket is bounded as the bucket check is, and
+// more tightly in time: it is one small request.
+const (
+	regionTimeout = 10 * time.Second
+	// defaultRegion is the region of the HeadBucket that asks for a
+	// bucket's region (it picks the AWS partition asked), and the region
+	// assumed for an S3-compatible service that names none.
+	defaultRegion = "us-east-1"
 )
 
 // defaultMaxListKeys bounds the length of a listing (S3Store.List): far
@@ -70,7 +83,8 @@ type S3Store struct {
 var _ Store = (*S3Store)(nil)
 
 // openS3 builds the client for src and checks that the bucket can be
-// listed with the credentials found by the standard AWS chain.
+// listed with the credentials found by the standard AWS chain (or, with
+// Config.Anonymous, with unsigned requests).
 func openS3(ctx context.Context, src Source, cfg Config) (*S3Store, error) {
 	return newS3Store(ctx, src, cfg)
 }
@@ -105,9 +119,10 @@ func newS3Store(ctx context.Context, src Source, cfg Config, optFns ...func(*s3.
 
 // NewS3Client returns an S3 client for src configured as the stores are:
 // the standard AWS configuration chain (AWS_CA_BUNDLE honoured), cfg's
-// region, endpoint and addressing, checksums only where an operation
-// requires them. It checks that the chain yields credentials, not that
-// the bucket exists: Open does that. For writers such as segfs push.
+// profile, region (else the bucket's, asked of the service), endpoint,
+// addressing and anonymity, checksums only where an operation requires
+// them. It checks that the chain yields credentials, not that the bucket
+// exists: Open does that. For writers such as segfs push.
 func NewS3Client(ctx context.Context, source string, cfg Config) (*s3.Client, error) {
 	src, err := ParseSource(source)
 	if err != nil {
@@ -120,6 +135,8 @@ func NewS3Client(ctx context.Context, source string, cfg Config) (*s3.Client, er
 	return client, err
 }
 
+// newS3Client builds src's client. The returned aws.Config has the region
+// the client uses: cfg's, the chain's, or the one bucketRegion found.
 func newS3Client(ctx context.Context, src Source, cfg Config, optFns ...func(*s3.Options)) (*s3.Client, aws.Config, error) {
 	awsCfg, err := loadAWSConfig(ctx, src, cfg)
 	if err != nil {
@@ -134,11 +151,87 @@ func newS3Client(ctx context.Context, src Source, cfg Config, optFns ...func(*s3
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		o.DisableLogOutputChecksumValidationSkipped = true
 	}}, optFns...)
+	if awsCfg.Region == "" {
+		region, err := bucketRegion(ctx, src, cfg, awsCfg, opts)
+		if err != nil {
+			return nil, aws.Config{}, err
+		}
+		awsCfg.Region = region
+	}
 	return s3.NewFromConfig(awsCfg, opts...), awsCfg, nil
 }
 
-// loadAWSConfig loads the standard AWS configuration chain for cfg and
-// checks that it yields credentials.
+// bucketRegion asks the service for the region of src's bucket, for a
+// configuration that names none: an unsigned HeadBucket (the SDK's
+// manager.GetBucketRegion), whose response carries the region in its
+// x-amz-bucket-region header whatever its status. AWS sends the header
+// to a request for the wrong region (301) and to one without a signature
+// (403) alike, so credentials and a right guess are not needed. The
+// request goes where the store's requests go, through opts: a custom
+// endpoint, with its addressing, is asked too.
+//
+// A response without the header is an answer only from an S3-compatible
+// service: many send none and accept any region, so defaultRegion is
+// assumed (and logged). From AWS it is an error, as is no response (an
+// unreachable endpoint, a server fault after the SDK's retries, the
+// timeout): the region cannot be guessed, and a wrong one would fail
+// every request.
+func bucketRegion(ctx context.Context, src Source, cfg Config, awsCfg aws.Config, opts []func(*s3.Options)) (string, error) {
+	hint := awsCfg
+	hint.Region = defaultRegion
+	client := s3.NewFromConfig(hint, opts...)
+	// The endpoint the client resolved: cfg's, or one the AWS config
+	// chain names (AWS_ENDPOINT_URL_S3). Only cfg's is echoed: Open
+	// checked that it holds no credentials.
+	custom := client.Options().BaseEndpoint != nil
+	where := "AWS S3"
+	switch {
+	case cfg.Endpoint != "":
+		where = cfg.Endpoint
+	case custom:
+		where = "the endpoint of the AWS config"
+	}
+	cctx, cancel := context.WithTimeout(ctx, regionTimeout)
+	defer cancel()
+	region, err := manager.GetBucketRegion(cctx, client, src.Bucket, func(o *s3.Options) {
+		o.Retryer = retry.AddWithMaxAttempts(
+			retry.AddWithMaxBackoffDelay(o.Retryer, openCheckMaxBackoff), openCheckAttempts)
+	})
+	if region != "" {
+		cfg.Logger.Info("fetcher: the service names the bucket's region", "source", src.String(), "endpoint", where, "region", region)
+		return region, nil
+	}
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("%s: %w", src, ctx.Err())
+	}
+	var notFound manager.BucketNotFound
+	_, status := apiErrorCode(err)
+	// An answer: a success, a client error or a refusal of HeadBucket
+	// itself; not a server fault or throttling, which say nothing.
+	answered := err == nil || errors.As(err, &notFound) ||
+		(status >= 200 && status < 500 && status != http.StatusTooManyRequests) || status == http.StatusNotImplemented
+	if custom && answered {
+		cfg.Logger.Info("fetcher: the service names no region for the bucket; assuming "+defaultRegion,
+			"source", src.String(), "endpoint", where, "region", defaultRegion)
+		return defaultRegion, nil
+	}
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &notFound):
+		err = ErrNoBucket
+	case errors.As(err, &opErr):
+		err = opErr // "dial tcp 127.0.0.1:1: connect: connection refused"
+	case err == nil:
+		err = errors.New("its answer names no region")
+	}
+	return "", fmt.Errorf("%s: cannot find the region of bucket %s (HeadBucket at %s): %w; pass --region",
+		src, src.Bucket, where, err)
+}
+
+// loadAWSConfig loads the standard AWS configuration chain for cfg (its
+// profile, else AWS_PROFILE's, else the default one) and checks that it
+// yields credentials, unless cfg.Anonymous. The region is left empty
+// when neither cfg nor the chain names one.
 func loadAWSConfig(ctx context.Context, src Source, cfg Config) (aws.Config, error) {
 	if cfg.Endpoint != "" {
 		u, err := url.Parse(cfg.Endpoint)
@@ -171,14 +264,27 @@ func loadAWSConfig(ctx context.Context, src Source, cfg Config) (aws.Config, err
 	if cfg.Region != "" {
 		loadOpts = append(loadOpts, config.WithRegion(cfg.Region))
 	}
+	if cfg.Profile != "" {
+		loadOpts = append(loadOpts, config.WithSharedConfigProfile(cfg.Profile))
+	}
+	if cfg.Anonymous {
+		// The S3 client sends requests unsigned with these; the chain's
+		// providers are not consulted.
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(aws.AnonymousCredentials{}))
+	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
+		var noProfile config.SharedConfigProfileNotExistError
+		if errors.As(err, &noProfile) {
+			// Named by cfg.Profile or AWS_PROFILE: the SDK fails only
+			// for a profile asked for, not for a missing default one.
+			return aws.Config{}, fmt.Errorf("%s: AWS profile %q is in neither %s nor %s: %w",
+				src, noProfile.Profile, sharedFile("AWS_CONFIG_FILE", config.DefaultSharedConfigFilename()),
+				sharedFile("AWS_SHARED_CREDENTIALS_FILE", config.DefaultSharedCredentialsFilename()), err)
+		}
 		return aws.Config{}, fmt.Errorf("%s: load AWS config: %w", src, err)
 	}
-	if awsCfg.Region == "" {
-		awsCfg.Region = defaultRegion
-	}
-	if awsCfg.Credentials == nil {
+	if awsCfg.Credentials == nil || cfg.Anonymous {
 		return awsCfg, nil
 	}
 	// Every credential error, here and in any later request, comes
@@ -194,6 +300,15 @@ func loadAWSConfig(ctx context.Context, src Source, cfg Config) (aws.Config, err
 		return aws.Config{}, fmt.Errorf("%s: %w: no usable AWS credentials: %w; %s", src, ErrAccessDenied, err, credentialsHint)
 	}
 	return awsCfg, nil
+}
+
+// sharedFile is the shared config or credentials file the SDK reads:
+// the one env names, else def.
+func sharedFile(env, def string) string {
+	if f := os.Getenv(env); f != "" {
+		return f
+	}
+	return def
 }
 
 // retryTruncatedBody makes the SDK retry a request whose response body
@@ -240,7 +355,11 @@ func (s *S3Store) checkBucket(ctx context.Context) error {
 		if code == "" {
 			code = http.StatusText(status)
 		}
-		return fmt.Errorf("s3://%s: %w (%s): %s", s.bucket, ErrAccessDenied, code, credentialsHint)
+		hint := credentialsHint
+		if s.cfg.Anonymous {
+			hint = anonymousHint
+		}
+		return fmt.Errorf("s3://%s: %w (%s): %s", s.bucket, ErrAccessDenied, code, hint)
 	case errors.As(err, &sendErr) || errors.Is(err, context.DeadlineExceeded):
 		cause := err
 		var opErr *net.OpError

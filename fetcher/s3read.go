@@ -112,16 +112,21 @@ func (s *S3Store) getOnce(ctx context.Context, obj Object, off int64, p []byte, 
 	end := off + int64(len(p))
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	at := &getAttempts{s: s}
 	out, err := s.client.GetObject(actx, &s3.GetObjectInput{
 		Bucket:  aws.String(s.bucket),
 		Key:     aws.String(s.prefix + obj.Key),
 		Range:   aws.String(fmt.Sprintf("bytes=%d-%d", off, end-1)),
 		IfMatch: aws.String(obj.ETag),
-	}, s3.WithAPIOptions(s.countAttempts()))
+	}, s3.WithAPIOptions(at.middleware))
 	if err != nil {
+		at.end() // an attempt that got its response, failed later in the SDK
 		return 0, getError(err, obj)
 	}
 	defer out.Body.Close()
+	// Before the Close: the attempt ends when its body was read, or given
+	// up on (a bad header, a short or idle body).
+	defer at.end()
 	if etag := aws.ToString(out.ETag); etag != "" && normETag(etag) != normETag(obj.ETag) {
 		// The server ignored If-Match.
 		return 0, fmt.Errorf("%w: response ETag %s, want %s", ErrChanged, etag, obj.ETag)
@@ -133,7 +138,7 @@ func (s *S3Store) getOnce(ctx context.Context, obj Object, off int64, p []byte, 
 		return 0, &bodyError{err}
 	}
 	lengthKnown := out.ContentLength != nil && *out.ContentLength >= 0
-	return s.readBody(ctx, cancel, out.Body, p, lengthKnown, report)
+	return s.readBody(ctx, cancel, out.Body, p, lengthKnown, report, at.firstByte)
 }
 
 // readBody reads exactly len(p) bytes from body. A watchdog cancels the
@@ -145,7 +150,8 @@ func (s *S3Store) getOnce(ctx context.Context, obj Object, off int64, p []byte, 
 // (unless nil) is called with the bytes filled so far after each read.
 // Without one, a body longer than p voids all of p, so report is not
 // called and the caller counts the bytes when readBody returns.
-func (s *S3Store) readBody(ctx context.Context, cancel context.CancelFunc, body io.Reader, p []byte, lengthKnown bool, report func(int)) (int, error) {
+// firstByte is called once, when the first read returns bytes.
+func (s *S3Store) readBody(ctx context.Context, cancel context.CancelFunc, body io.Reader, p []byte, lengthKnown bool, report func(int), firstByte func()) (int, error) {
 	if !lengthKnown {
 		report = nil
 	}
@@ -168,6 +174,9 @@ func (s *S3Store) readBody(ctx context.Context, cancel context.CancelFunc, body 
 	for got < len(p) {
 		n, err := body.Read(p[got:])
 		if n > 0 {
+			if got == 0 {
+				firstByte()
+			}
 			got += n
 			s.counters.GetBytes.Add(int64(n))
 			watchdog.Reset(s.cfg.IdleTimeout)
@@ -285,23 +294,63 @@ func normETag(e string) string {
 	return strings.Trim(strings.TrimPrefix(e, "W/"), `"`)
 }
 
-// countAttempts returns a stack option that counts every HTTP attempt of
-// one GetObject call in Counters.Gets, and every attempt after the first
-// (the SDK's own retries) in Counters.Retries.
-func (s *S3Store) countAttempts() func(*middleware.Stack) error {
-	attempts := 0 // the SDK runs one operation's attempts sequentially
-	return func(st *middleware.Stack) error {
-		return st.Finalize.Insert(middleware.FinalizeMiddlewareFunc("segfsCountGets",
-			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
-				middleware.FinalizeOutput, middleware.Metadata, error) {
-				attempts++
-				s.counters.Gets.Add(1)
-				if attempts > 1 {
-					s.counters.Retries.Add(1)
-				}
-				return next.HandleFinalize(ctx, in)
-			}), "Retry", middleware.After)
+// getAttempts counts and times the HTTP attempts of one GetObject call
+// (the first and the SDK's own retries). Every attempt is counted in
+// Counters.Gets, every one after the first in Counters.Retries, and every
+// one observed once in Counters.GetTime. An attempt that fails before its
+// body is timed when it fails; the one whose response GetObject returns
+// is left open, for readBody to see its first byte, until end. Not safe
+// for concurrent use: the SDK runs one operation's attempts sequentially,
+// and getOnce reads the body after they are done.
+type getAttempts struct {
+	s        *S3Store
+	attempts int
+	// start is when the open attempt was sent; zero when none is open.
+	start time.Time
+	// gotByte is set once the open attempt's first body byte is timed.
+	gotByte bool
+}
+
+// middleware is the stack option that counts and times each attempt.
+// It sits just after the retry middleware, so it runs once per attempt,
+// around sending it and deserializing its response, but not around
+// reading the body, which the caller reads after GetObject returns.
+func (a *getAttempts) middleware(st *middleware.Stack) error {
+	return st.Finalize.Insert(middleware.FinalizeMiddlewareFunc("segfsCountGets",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
+			middleware.FinalizeOutput, middleware.Metadata, error) {
+			a.attempts++
+			a.s.counters.Gets.Add(1)
+			if a.attempts > 1 {
+				a.s.counters.Retries.Add(1)
+			}
+			start := time.Now()
+			out, md, err := next.HandleFinalize(ctx, in)
+			if err != nil {
+				a.s.counters.GetTime.Since(start)
+				return out, md, err
+			}
+			a.start, a.gotByte = start, false
+			return out, md, err
+		}), "Retry", middleware.After)
+}
+
+// firstByte times the first body byte of the open attempt.
+func (a *getAttempts) firstByte() {
+	if a.start.IsZero() || a.gotByte {
+		return
 	}
+	a.gotByte = true
+	a.s.counters.GetFirstByte.Since(a.start)
+}
+
+// end times the open attempt, if any, as ending now.
+func (a *getAttempts) end() {
+	if a.start.IsZero() {
+		return
+	}
+	a.s.counters.GetTime.Since(a.start)
+	a.start = time.Time{}
 }
 
 // backoff returns the jittered delay before the attempt after attempt.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/segfs/segfs/stats"
 )
 
 // Object identifies one remote blob. Objects are immutable for a given
@@ -101,14 +103,34 @@ type Counters struct {
 	Stats      atomic.Int64 // stat (HEAD) requests
 	Changed    atomic.Int64 `stat:"changed"`     // reads that found the object changed
 	ReadErrors atomic.Int64 `stat:"read_errors"` // ReadRange calls that returned an error
+
+	// Latencies of the ranged reads counted in Gets, from sending the
+	// request. GetTime has one observation per attempt, taken when the
+	// attempt ends: its body fully read, or the attempt failed, before or
+	// after the headers. GetFirstByte has one per attempt that received
+	// a body byte (the headers alone do not count), so its count falls
+	// short of Gets by the attempts that failed without one.
+	GetFirstByte stats.Histogram `stat:"get_first_byte_seconds"` // from sending a ranged GET to its first body byte (each attempt that got one)
+	GetTime      stats.Histogram `stat:"get_seconds"`            // from sending a ranged GET to its last body byte or its failure (each attempt)
 }
 
 // Config holds the options for opening a store. The zero value is usable;
 // zero fields take the documented defaults.
 type Config struct {
 	// Region is the S3 region. Default: from the AWS config chain, else
-	// "us-east-1".
+	// the bucket's region as the service answers it to a HeadBucket; an
+	// S3-compatible service that answers none is taken to be in
+	// us-east-1. Naming it saves that request, and is needed where the
+	// service cannot be asked.
 	Region string
+	// Profile is the shared config profile (of ~/.aws/config and
+	// ~/.aws/credentials) whose settings and credentials to use; one
+	// that does not exist is an error. Default: AWS_PROFILE, else the
+	// default profile.
+	Profile string
+	// Anonymous sends every request unsigned, as a public bucket allows:
+	// no credentials are looked for.
+	Anonymous bool
 	// Endpoint is the base URL of an S3-compatible service. Default: AWS.
 	Endpoint string
 	// PathStyle selects path-style addressing (bucket in the path).

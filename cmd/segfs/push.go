@@ -15,7 +15,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/segfs/segfs/compress"
-	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/push"
 )
 
@@ -78,10 +77,7 @@ func (c *pushCmd) Run(log *slog.Logger) error {
 		TmpDir:          c.TmpDir,
 		DryRun:          c.DryRun,
 		Delete:          c.Delete,
-		Store: fetcher.Config{
-			Region: c.Region, Endpoint: c.Endpoint, PathStyle: c.PathStyle,
-			MaxConns: c.Parallel * 4, Logger: log,
-		},
+		Store:           c.storeFlags.config(0, c.Parallel*4, log),
 	}
 	verb := ""
 	if c.DryRun {

@@ -139,7 +139,26 @@ func openShard(ctx context.Context, src string, f layoutFlags, cfg fetcher.Confi
 // storeFlags reach an S3-compatible service; every command that opens a
 // store takes them.
 type storeFlags struct {
-	Endpoint  string `help:"Base URL of an S3-compatible service (e.g. http://127.0.0.1:7070). Default: AWS S3."`
-	Region    string `help:"S3 region. Default: from the AWS config chain (AWS_REGION, ~/.aws/config), else us-east-1."`
-	PathStyle bool   `name:"path-style" help:"Use path-style S3 addressing (bucket in the path), as most S3-compatible services need."`
+	Endpoint      string `help:"Base URL of an S3-compatible service (e.g. http://127.0.0.1:7070). Default: AWS S3."`
+	Region        string `help:"S3 region. Default: from the AWS config chain (AWS_REGION, ~/.aws/config), else asked of the service (an S3-compatible service that names none is taken to be in us-east-1)."`
+	PathStyle     bool   `name:"path-style" help:"Use path-style S3 addressing (bucket in the path), as most S3-compatible services need."`
+	Profile       string `name:"profile" placeholder:"NAME" help:"AWS shared config profile (of ~/.aws/config and ~/.aws/credentials) whose credentials and region to use; it must exist. Default: AWS_PROFILE, else the default profile."`
+	NoSignRequest bool   `name:"no-sign-request" help:"Send unsigned requests, for a public bucket: no AWS credentials are looked for."`
+}
+
+// config is the fetcher configuration the flags give, with a command's
+// own idle timeout (0: the fetcher's default), connection bound and
+// logger. Every command builds its stores' Config here, so that a new
+// flag reaches them all.
+func (f storeFlags) config(idle time.Duration, maxConns int, log *slog.Logger) fetcher.Config {
+	return fetcher.Config{
+		Region:      f.Region,
+		Endpoint:    f.Endpoint,
+		PathStyle:   f.PathStyle,
+		Profile:     f.Profile,
+		Anonymous:   f.NoSignRequest,
+		IdleTimeout: idle,
+		MaxConns:    maxConns,
+		Logger:      log,
+	}
 }

@@ -118,10 +118,7 @@ func (c *verifyCmd) Run(log *slog.Logger) error {
 // results already known (files of the metadata missing or of another
 // length), and what to close after.
 func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyFile, []verifyResult, func(), error) {
-	src, err := openSource(ctx, c.Source, c.layoutFlags, fetcher.Config{
-		Region: c.Region, Endpoint: c.Endpoint, PathStyle: c.PathStyle,
-		MaxConns: c.MaxFetches * 2, Logger: log,
-	}, c.MaxFetches, true, log)
+	src, err := openSource(ctx, c.Source, c.layoutFlags, c.storeFlags.config(0, c.MaxFetches*2, log), c.MaxFetches, true, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
