@@ -153,17 +153,18 @@ type Stats struct {
 	ReadErrors      int64         // ReadAt calls that met an I/O error (a miss)
 	NoSpace         int64         `stat:"cache_no_space"` // Puts skipped: file system full or floor not kept
 	BoundSkips      int64         // Puts skipped: the part did not fit within MaxBytes
-	Bytes           int64         `stat:"cache_bytes"` // bytes of indexed part files on disk
-	Parts           int64         `stat:"cache_parts"` // indexed part files on disk
+	Bytes           int64         `stat:"cache_bytes" kind:"gauge"` // bytes of indexed part files on disk
+	Parts           int64         `stat:"cache_parts" kind:"gauge"`
+	MaxBytes        int64         `stat:"cache_max_bytes" kind:"gauge"` // Config.MaxBytes: the most bytes Bytes may reach // indexed part files on disk
 	PinnedObjects   int64         // objects pinned now
-	IndexLoaded     bool          `stat:"cache_index_loaded"` // the start-up index load has ended
+	IndexLoaded     bool          `stat:"cache_index_loaded" kind:"gauge"` // the start-up index load has ended
 	LoadedParts     int64         // parts the index load found on disk
 	StrayFiles      int64         // files in the cache directory that are not parts, left alone
-	IndexLoadTime   time.Duration `stat:"cache_index_load_ns"`
-	WholeObjects    int64         `stat:"whole_objects"`  // indexed whole-object files (Promote)
-	Promotions      int64         `stat:"promotions"`     // whole-object files built
-	PromotedBytes   int64         `stat:"promoted_bytes"` // object bytes copied into them
-	PromoteErrors   int64         `stat:"promote_errors"` // Promotes that failed for another reason than space or a missing part
+	IndexLoadTime   time.Duration `stat:"cache_index_load_ns" kind:"gauge"`
+	WholeObjects    int64         `stat:"whole_objects" kind:"gauge"` // indexed whole-object files (Promote)
+	Promotions      int64         `stat:"promotions"`                 // whole-object files built
+	PromotedBytes   int64         `stat:"promoted_bytes"`             // object bytes copied into them
+	PromoteErrors   int64         `stat:"promote_errors"`             // Promotes that failed for another reason than space or a missing part
 	ObjectOpens     int64         // OpenObject calls that returned a sealed file
 	BadObjects      int64         `stat:"bad_whole_objects"`       // whole-object files removed: seal broken, data file changed
 	DirectBytes     int64         `stat:"cache_direct_bytes"`      // part and whole-object data bytes written with O_DIRECT (the rest went through the page cache)
@@ -276,6 +277,7 @@ func (c *Cache) Stats() Stats {
 		BoundSkips:      s.boundSkips.Load(),
 		Bytes:           bytes,
 		Parts:           parts,
+		MaxBytes:        c.cfg.MaxBytes,
 		PinnedObjects:   pinned,
 		IndexLoaded:     s.indexLoaded.Load(),
 		LoadedParts:     s.loadedParts.Load(),

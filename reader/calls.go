@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/segfs/segfs/cache"
@@ -22,8 +23,9 @@ type partCall struct {
 	obj   fetcher.Object
 	group string // the scheduler group it was queued in
 	done  chan struct{}
-	buf   *partBuf // holds the fetch's ref until finishCall
-	fill  *fill    // the background fill that queued it, if one did (fill.go)
+	gone  chan struct{} // closed when it leaves the in-flight map: stored, kept, dropped or failed
+	buf   *partBuf      // holds the fetch's ref until finishCall
+	fill  *fill         // the background fill that queued it, if one did (fill.go)
 
 	// Guarded by Reader.mu.
 	task *prefetch.Task // nil until submitted
@@ -33,7 +35,11 @@ type partCall struct {
 	err     error
 	fetched bool
 	prio    prefetch.Priority // the highest priority asked for it; Demand: a reader waits on it
-	ranges  []*prefetch.Task  // the other ranges' tasks while a split fetch runs (split.go)
+	// unthrottled is set once prio is above Background: the fetch is no
+	// longer held to Config.BackgroundBandwidth. Atomic: the fetch
+	// reads it as bytes arrive, without mu.
+	unthrottled atomic.Bool
+	ranges      []*prefetch.Task // the other ranges' tasks while a split fetch runs (split.go)
 }
 
 // startPart makes sure part idx of obj is in flight at prio or higher,
@@ -67,6 +73,9 @@ func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefe
 	}
 	if call := r.inflight[k]; call != nil {
 		call.prio = max(call.prio, prio)
+		if prio > prefetch.Background {
+			call.unthrottled.Store(true)
+		}
 		task, ranges := call.task, call.ranges
 		r.mu.Unlock()
 		if task != nil { // else its creator raises it once submitted
@@ -89,7 +98,9 @@ func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefe
 		return nil
 	}
 
-	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), buf: &partBuf{refs: 1}, prio: prio, fill: f}
+	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), gone: make(chan struct{}),
+		buf: &partBuf{refs: 1}, prio: prio, fill: f}
+	call.unthrottled.Store(prio > prefetch.Background)
 	r.mu.Lock()
 	if r.closed || r.inflight[k] != nil {
 		r.mu.Unlock()
@@ -132,6 +143,7 @@ func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefe
 func (r *Reader) joinLocked(call *partCall) []*prefetch.Task {
 	r.retainLocked(call.buf)
 	call.prio = prefetch.Demand
+	call.unthrottled.Store(true)
 	tasks := make([]*prefetch.Task, 0, 1+len(call.ranges))
 	if call.task != nil {
 		tasks = append(tasks, call.task)
@@ -151,6 +163,11 @@ func (r *Reader) raiseJoined(tasks []*prefetch.Task) {
 // waitCall waits for call and copies its bytes at off into p. It holds one
 // of the call's buffer refs, which it releases.
 func (r *Reader) waitCall(ctx context.Context, call *partCall, p []byte, off int64) error {
+	if waited(call.done) {
+		markTier(ctx, TierRemote)
+	} else {
+		markTier(ctx, TierHeld) // fetched, not yet stored: in its buffer
+	}
 	select {
 	case <-call.done:
 	case <-ctx.Done():
@@ -297,6 +314,7 @@ func (r *Reader) removeLocked(call *partCall) {
 		return
 	}
 	delete(r.inflight, call.key)
+	close(call.gone)
 	r.stats.InflightParts.Add(-1)
 	if call.fill != nil {
 		call.fill.active--

@@ -114,6 +114,7 @@ type flight struct {
 	cancel context.CancelFunc // stops the decode
 	data   []byte             // the decoded frame, read-only; set before done
 	err    error              // set before done
+	tier   readTier           // the slowest tier the decode's reads touched; final once done
 
 	// Guarded by FrameReader.mu.
 	readers int   // reads waiting for the flight or copying from data
@@ -222,6 +223,7 @@ func (fr *FrameReader) frame(ctx context.Context, e Entry, i int, seq *prefetch.
 	if fr.frames != nil {
 		if data, ok := fr.frames.Get(key); ok {
 			fr.r.stats.FrameHits.Add(1)
+			markTier(ctx, TierMemory)
 			return data, nil, nil
 		}
 	}
@@ -239,6 +241,7 @@ func (fr *FrameReader) frame(ctx context.Context, e Entry, i int, seq *prefetch.
 		fr.leave(key, fl)
 		return nil, nil, fl.err
 	}
+	markTier(ctx, fl.tier.get()) // where the decode's compressed bytes came from
 	return fl.data, func() { fr.leave(key, fl) }, nil
 }
 
@@ -256,6 +259,7 @@ func (fr *FrameReader) join(key string, e Entry, i int, seq *prefetch.Sequence) 
 	}
 	ctx, cancel := context.WithCancel(fr.ctx)
 	fl := &flight{done: make(chan struct{}), cancel: cancel, readers: 1}
+	ctx = context.WithValue(ctx, tierKey{}, &fl.tier)
 	fr.flights[key] = fl
 	fr.decoders.Add(1)
 	go fr.run(ctx, key, fl, e, i, seq)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
@@ -86,17 +87,21 @@ func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
 // stays valid until release is called (ReadAtRef). A read at or past the
 // end returns no bytes.
 func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (data []byte, release func(), err error) {
+	start := time.Now()
+	ctx, tier := withTier(ctx)
 	switch {
 	case off < 0:
 		return nil, nil, fmt.Errorf("read %s at %d: negative offset", h.entry.Name, off)
 	case h.entry.Inline != nil:
+		markTier(ctx, TierMemory)
 		data = dest[:copy(dest, h.entry.Inline[min(off, int64(len(h.entry.Inline))):])]
 	case h.entry.Table != nil:
 		data, err = h.r.frames.ReadAt(ctx, h.entry, dest, off, &h.seq)
 	default:
 		data, release, err = h.r.ReadAtRef(ctx, h.entry.Obj, dest, off, &h.seq)
 	}
-	if err == nil {
+	if err == nil && len(data) > 0 { // a read at the end touched no tier
+		h.r.stats.ReadLatency[tier.get()].Since(start)
 		h.served.Add(int64(len(data)))
 		if h.entry.Inline == nil && len(data) > 0 {
 			h.r.learn(h, off, int64(len(data)))

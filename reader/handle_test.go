@@ -152,3 +152,54 @@ func TestInlineEntry(t *testing.T) {
 		t.Error("a whole-object file for an inline entry")
 	}
 }
+
+// Each successful read is observed once, under the slowest tier its
+// bytes came from: a cold read under remote, the same bytes once stored
+// under disk, an inline entry under memory.
+func TestReadLatencyByTier(t *testing.T) {
+	const ps = 1000
+	store := newMemStore()
+	e := Entry{Name: "f", Obj: store.put("f", randomBytes(4, 2*ps))}
+	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None})
+	count := func() [numTiers]uint64 {
+		var c [numTiers]uint64
+		for i := range c {
+			c[i] = r.Stats().ReadLatency[i].Snapshot().Count
+		}
+		return c
+	}
+	read := func(h *Handle, off int64) {
+		t.Helper()
+		_, release, err := h.Read(context.Background(), make([]byte, 100), off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if release != nil {
+			release()
+		}
+	}
+	h := r.Open(e, nil, 0, true)
+	defer h.Close()
+	read(h, 0)
+	if got := count(); got != [numTiers]uint64{TierRemote: 1} {
+		t.Fatalf("after a cold read: %v, want one remote", got)
+	}
+	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
+	read(h, 100) // the sequential reader's part is held for it
+	if got := count(); got != [numTiers]uint64{TierRemote: 1, TierHeld: 1} {
+		t.Fatalf("after a sequential read: %v, want one remote and one held", got)
+	}
+	h.Close() // lets the held part go
+	h2 := r.Open(e, nil, 0, true)
+	defer h2.Close()
+	read(h2, 500)
+	if got := count(); got != [numTiers]uint64{TierRemote: 1, TierHeld: 1, TierDisk: 1} {
+		t.Fatalf("after a cached read: %v, want one more from disk", got)
+	}
+	in := r.Open(Entry{Name: "segments_1", Inline: []byte("abc")}, nil, 0, true)
+	defer in.Close()
+	read(in, 0)
+	if got := count(); got != [numTiers]uint64{TierRemote: 1, TierHeld: 1, TierDisk: 1, TierMemory: 1} {
+		t.Fatalf("after an inline read: %v, want one more from memory", got)
+	}
+}

@@ -38,6 +38,7 @@ type rangeCall struct {
 // without caching it: the cold small read's fast path. Readers of the same
 // range share one GET.
 func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p []byte) error {
+	markTier(ctx, TierRemote)
 	rk := rangeKey{obj: keyOfObject(obj), off: off, n: int64(len(p))}
 	g := &r.ranges
 	g.mu.Lock()

@@ -208,11 +208,13 @@ func (r *Reader) readRangeTier(ctx context.Context, k partKey, p []byte, off int
 		lo, hi := max(a, b*RangeBlock), min(end, (b+1)*RangeBlock)
 		dst := p[lo-a : hi-a]
 		if r.rtier.memBlock(bk, dst, lo-b*RangeBlock) {
+			markTier(ctx, TierMemory)
 			continue
 		}
 		if _, ok, err := r.cache.ReadAt(ctx, r.rangeCacheKey(bk), dst, lo-b*RangeBlock); err != nil || !ok {
 			return false // evicted meanwhile, or damaged (the cache removed it)
 		}
+		markTier(ctx, TierDisk)
 	}
 	r.stats.RangeTierHits.Add(1)
 	return true

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/time/rate"
+
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
@@ -59,6 +61,7 @@ type Reader struct {
 	policies []prefetch.Policy
 	frames   *FrameReader
 	whole    *promoter      // nil unless cfg.Passthrough
+	bgLimit  *rate.Limiter  // paces background fetches; nil: no cap (warm.go)
 	bufs     chan []byte    // free part buffers, at most one per worker
 	putq     chan *partCall // hands fetched parts to the writers; closed by Close
 	stop     chan struct{}  // closed by Close: ends sweepStreams
@@ -125,6 +128,7 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 		r.learned.loaded = profile != nil
 	}
 	r.policies = prefetch.Policies(cfg.Prefetch, cfg.SegmentPrefetch, profile)
+	r.bgLimit = newBackgroundLimiter(cfg.BackgroundBandwidth)
 	r.frames, err = newFrameReader(r, cfg.Frames)
 	if err != nil {
 		return nil, err
@@ -281,8 +285,14 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 	}
 	if call == nil {
 		r.stats.HeldHits.Add(1)
+		markTier(ctx, TierHeld)
 	} else {
 		r.raiseJoined(tasks)
+		if waited(call.done) {
+			markTier(ctx, TierRemote)
+		} else {
+			markTier(ctx, TierHeld) // fetched, in its buffer
+		}
 		select {
 		case <-call.done:
 		case <-ctx.Done():
@@ -315,11 +325,13 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 			r.mem.copyOut(k, p, off)
 			r.mu.Unlock()
 			r.stats.MemoryHits.Add(1)
+			markTier(ctx, TierMemory)
 			return nil
 		case fromHeld:
 			copy(p, r.heldLocked(k).data[off:])
 			r.mu.Unlock()
 			r.stats.HeldHits.Add(1)
+			markTier(ctx, TierHeld)
 			return nil
 		case fromCall:
 			call := r.inflight[k]
@@ -342,6 +354,7 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 				return ctx.Err()
 			case err == nil && ok:
 				r.stats.DiskHits.Add(1)
+				markTier(ctx, TierDisk)
 				return nil
 			case err != nil:
 				r.cfg.Logger.Warn("cache read failed; fetching again", "key", obj.Key, "part", idx, "err", err)

@@ -1,0 +1,256 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/prefetch"
+)
+
+// Warming and the background cap: an operator's `segfs warm` fetches
+// files into the cache at background priority, and
+// Config.BackgroundBandwidth paces every background fetch (a warm, a
+// fill, --prefetch all) so that they leave the link to the reads of a
+// search.
+
+// newBackgroundLimiter returns the limiter of a cap of bps bytes per
+// second, or nil for none. Its burst, the most bytes one wait may take,
+// is a tenth of a second of the cap, at least 64 KiB: small enough that
+// a warm's rate holds over a second, large enough that a fast cap does
+// not wait once per body read.
+func newBackgroundLimiter(bps int64) *rate.Limiter {
+	if bps <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(bps), int(max(bps/10, 64<<10)))
+}
+
+// paced wraps a fetch's progress callback (cumulative bytes filled)
+// so that each new byte first waits for the background cap, for as long
+// as the call is held to it: a reader that comes to wait on the part
+// raises it (partCall.unthrottled), and from then on the bytes flow at
+// once. Waiting in the callback delays the fetch's next read of the
+// body, so the connection's window closes and the sender slows: the cap
+// holds on the wire, not just in segfs. A wait ends early when ctx is
+// done.
+func (r *Reader) paced(ctx context.Context, call *partCall, progress func(int)) func(int) {
+	last := 0
+	burst := r.bgLimit.Burst()
+	return func(filled int) {
+		n := filled - last
+		last = filled
+		for n > 0 && !call.unthrottled.Load() {
+			take := min(n, burst)
+			n -= take
+			res := r.bgLimit.ReserveN(time.Now(), take)
+			d := res.Delay()
+			if d == 0 {
+				continue
+			}
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+				r.stats.ThrottleNanos.Add(int64(d))
+			case <-ctx.Done():
+				t.Stop()
+				res.Cancel()
+				n = 0
+			}
+		}
+		if progress != nil {
+			progress(filled)
+		}
+	}
+}
+
+// Cached returns how many bytes of e's stored object are cached: its
+// parts in the disk cache, the memory tier or held for a reader. An
+// inline entry is all cached. The range tier's heads and tails do not
+// count: they are not the file.
+func (r *Reader) Cached(e Entry) (cached, total int64) {
+	if e.Inline != nil {
+		return int64(len(e.Inline)), int64(len(e.Inline))
+	}
+	obj := e.Obj
+	for idx := int64(0); idx*r.cfg.PartSize < obj.Size; idx++ {
+		if r.partCached(keyOfPart(obj, idx)) {
+			cached += r.partLen(obj, idx)
+		}
+	}
+	return cached, obj.Size
+}
+
+// partCached reports whether part k is in the disk cache, the memory
+// tier, or held for a reader.
+func (r *Reader) partCached(k partKey) bool {
+	r.mu.Lock()
+	in := r.heldLocked(k) != nil || r.mem.has(k)
+	r.mu.Unlock()
+	return in || r.cache.Contains(r.cacheKey(k))
+}
+
+// WarmProgress reports a warm's advance: one part of File, of Bytes,
+// is cached now (WasCached: it was before the warm reached it), or File
+// failed with Err (reported once a file). An inline file is one part.
+type WarmProgress struct {
+	File      string
+	Bytes     int64
+	WasCached bool
+	Err       error
+}
+
+// Parts returns how many parts Warm reports for e.
+func (r *Reader) Parts(e Entry) int64 {
+	if e.Inline != nil || e.Obj.Size == 0 {
+		return 1
+	}
+	return (e.Obj.Size + r.cfg.PartSize - 1) / r.cfg.PartSize
+}
+
+// ErrNotKept is a part that was fetched for a warm but was not in the
+// cache after: evicted at once, as a cache smaller than the warm's
+// files must.
+var ErrNotKept = errors.New("fetched but not kept in the cache (is --cache-size smaller than the files warmed?)")
+
+// Warm fetches into the cache every part of entries that is not cached,
+// at background priority, at most the pool's worker count at a time,
+// and sends progress on report for each part as it is cached, and once
+// for each file that fails (its other parts are still fetched). It
+// returns when every part is cached or failed, or ctx is done; then the
+// fetches it has queued run on (at most the window of them), and their
+// parts are cached. It returns ctx's error if ctx ended it, else nil:
+// failures are reported per file. report is called from several
+// goroutines, one call at a time.
+func (r *Reader) Warm(ctx context.Context, entries []Entry, report func(WarmProgress)) error {
+	var mu sync.Mutex
+	send := func(p WarmProgress) {
+		mu.Lock()
+		defer mu.Unlock()
+		report(p)
+	}
+	sem := make(chan struct{}, r.sched.Workers())
+	var wg sync.WaitGroup
+	failed := make(map[string]bool)
+	defer wg.Wait()
+	for _, e := range entries {
+		if r.isClosed() {
+			break
+		}
+		if e.Inline != nil || e.Obj.Size == 0 {
+			send(WarmProgress{File: e.Name, Bytes: int64(len(e.Inline)), WasCached: true})
+			continue
+		}
+		for idx := int64(0); idx*r.cfg.PartSize < e.Obj.Size; idx++ {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				var was bool
+				err := guard(fmt.Sprintf("warm %s part %d", e.Obj.Key, idx), func() (err error) {
+					was, err = r.warmPart(ctx, e.Obj, idx)
+					return err
+				})
+				switch {
+				case err == nil:
+					send(WarmProgress{File: e.Name, Bytes: r.partLen(e.Obj, idx), WasCached: was})
+				case ctx.Err() != nil, errors.Is(err, ErrClosed):
+				default:
+					mu.Lock()
+					first := !failed[e.Name]
+					failed[e.Name] = true
+					mu.Unlock()
+					if first {
+						send(WarmProgress{File: e.Name, Err: fmt.Errorf("part %d: %w", idx, err)})
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r.isClosed() {
+		return ErrClosed // the mount is going: what was not cached is not a failure
+	}
+	return nil
+}
+
+// warmPart makes sure part idx of obj is cached: it starts a
+// background fetch of it, or follows the fetch in flight, and waits
+// until the part has left the in-flight map, then checks the cache.
+// wasCached says the part was cached when it looked first. A fetch a
+// sequential reader took back (errFillPaused), or one of another's that
+// ended, is looked at again; the warm's own fetch that succeeded but
+// left nothing in the cache is ErrNotKept, not fetched twice.
+func (r *Reader) warmPart(ctx context.Context, obj fetcher.Object, idx int64) (wasCached bool, err error) {
+	k := keyOfPart(obj, idx)
+	for attempt := 0; attempt < 4; attempt++ {
+		if r.partCached(k) {
+			return attempt == 0, nil
+		}
+		call := r.newCall(obj.Key, obj, idx, prefetch.Background, nil, true)
+		own := call != nil
+		if own {
+			// With a ref of the caller's: wait for the bytes, then give
+			// the ref back.
+			select {
+			case <-call.done:
+			case <-ctx.Done():
+			}
+			r.mu.Lock()
+			r.releaseLocked(call.buf)
+			r.mu.Unlock()
+		} else {
+			r.mu.Lock()
+			call = r.inflight[k]
+			closed := r.closed
+			r.mu.Unlock()
+			if closed {
+				return false, ErrClosed
+			}
+			if call == nil {
+				continue // stored or dropped since: look again
+			}
+		}
+		select {
+		case <-call.gone:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		// gone and done close in one critical section of r.mu, after
+		// err is set: once done is closed, err may be read.
+		<-call.done
+		switch {
+		case errors.Is(call.err, errFillPaused):
+			continue
+		case call.err != nil:
+			return false, call.err
+		case own && !r.partCached(k):
+			if r.isClosed() {
+				return false, ErrClosed
+			}
+			return false, ErrNotKept
+		}
+	}
+	if r.partCached(k) {
+		return false, nil
+	}
+	return false, ErrNotKept
+}
+
+// isClosed reports whether Close has begun.
+func (r *Reader) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
