@@ -47,7 +47,7 @@ gomod:
 	$(GO) mod download
 
 build:
-	$(GO) build -o $(SEGFS) ./cmd/segfs
+	$(GO) build -buildvcs=auto -o $(SEGFS) ./cmd/segfs
 
 test: deps build
 	$(GO) vet ./...

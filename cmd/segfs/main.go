@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
@@ -13,11 +14,15 @@ import (
 
 // cli is the command line. Each command's Run does the work.
 type cli struct {
-	LogLevel slog.Level `name:"log-level" default:"info" help:"Log level: debug, info, warn or error."`
+	LogLevel  slog.Level       `name:"log-level" default:"info" help:"Log level: debug, info, warn or error."`
+	LogFormat string           `name:"log-format" default:"text" enum:"text,json" help:"Log format on stderr: text (key=value lines) or json (one object a line, for log shippers)."`
+	Version   kong.VersionFlag `name:"version" help:"Print segfs's version, VCS commit and Go version, and exit."`
 
 	Mount   mountCmd   `cmd:"" help:"Mount SOURCE read-only at MOUNTPOINT and serve it in the foreground until unmounted or signalled."`
 	Unmount unmountCmd `cmd:"" help:"Unmount a segfs mount; the serving process then exits."`
 	Push    pushCmd    `cmd:"" help:"Upload a local shard directory to a store in the layout segfs mounts, compressing the selected files."`
+	Status  statusCmd  `cmd:"" help:"Report on a running mount: source, uptime, cache use, hit ratios, GETs, fetches in flight and queued, errors, and how much of each file is cached (the largest first)."`
+	Warm    warmCmd    `cmd:"" help:"Have a running mount fetch files or directories (default: all) into its cache at background priority, and show its progress. Exit 0 when all are cached, 1 naming those that failed; Ctrl-C stops the warm, not the mount."`
 	Verify  verifyCmd  `cmd:"" help:"Check every file of SOURCE (a store, or a local directory): lengths, Lucene footers, checksums against a layout's metadata; --deep every byte. Exit 0 when all are intact, 1 when any is damaged or missing, 2 on usage or access errors."`
 }
 
@@ -31,8 +36,10 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
+	helperForm() // mount.fuse3's argument form (fstab.go)
 	var c cli
 	kctx := kong.Parse(&c,
+		kong.Vars{"version": versionString()},
 		kong.Name("segfs"),
 		kong.Description("segfs serves a search engine's segment files from an object store as a read-only local directory."),
 		kong.UsageOnError(),
@@ -45,7 +52,7 @@ func main() {
 			os.Exit(code)
 		}),
 	)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: c.LogLevel}))
+	log := newLogger(os.Stderr, c.LogFormat, c.LogLevel)
 	err := kctx.Run(log)
 	if err == nil {
 		return
@@ -56,4 +63,13 @@ func main() {
 		os.Exit(ee.code)
 	}
 	os.Exit(1)
+}
+
+// newLogger returns the logger of --log-format and --log-level.
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }

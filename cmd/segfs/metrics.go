@@ -22,7 +22,8 @@ import (
 )
 
 // metricsServer serves the mount's counters as one JSON object of
-// integers at /stats on --metrics-addr and, only with --pprof-addr, Go
+// integers at /stats and in the Prometheus text format, with
+// histograms, at /metrics on --metrics-addr and, only with --pprof-addr, Go
 // profiles at /debug/pprof/ on a listener of their own: a scraper let in
 // to read counters must not also get heap dumps and on-demand CPU
 // profiling.
@@ -37,15 +38,20 @@ type metricsServer struct {
 // startMetrics serves the mount's counters on addr and its profiles on
 // pprofAddr; either may be "" (not served).
 func startMetrics(addr, pprofAddr string, store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*metricsServer, error) {
+	prom := promHandler(promSources{
+		counters:    func() []any { return counterStructs(store, rd, root, sched, pc) },
+		histograms:  []any{store.Counters(), rd.Stats(), sched.Histograms()},
+		passthrough: rd.Passthrough,
+	})
 	return serveMetrics(addr, pprofAddr, func() map[string]int64 {
 		return statsSnapshot(store, rd, root, sched, pc)
-	}, log)
+	}, prom, log)
 }
 
 // serveMetrics serves stats() at http://addr/stats and the Go profiles at
 // http://pprofAddr/debug/pprof/; an empty address serves nothing. Both
 // listeners are open when it returns, or neither.
-func serveMetrics(addr, pprofAddr string, stats func() map[string]int64, log *slog.Logger) (*metricsServer, error) {
+func serveMetrics(addr, pprofAddr string, stats func() map[string]int64, prom http.Handler, log *slog.Logger) (*metricsServer, error) {
 	m := &metricsServer{}
 	var lns []net.Listener
 	var muxes []*http.ServeMux
@@ -59,6 +65,9 @@ func serveMetrics(addr, pprofAddr string, stats func() map[string]int64, log *sl
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(stats())
 		})
+		if prom != nil {
+			mux.Handle("GET /metrics", prom)
+		}
 		lns, muxes = append(lns, ln), append(muxes, mux)
 		m.metricsAddr = ln.Addr().String()
 	}
@@ -89,7 +98,7 @@ func serveMetrics(addr, pprofAddr string, stats func() map[string]int64, log *sl
 		})
 	}
 	if m.metricsAddr != "" {
-		log.Info("serving metrics", "url", "http://"+m.metricsAddr+"/stats")
+		log.Info("serving metrics", "stats", "http://"+m.metricsAddr+"/stats", "prometheus", "http://"+m.metricsAddr+"/metrics")
 	}
 	if m.pprofAddr != "" {
 		log.Info("serving profiles", "url", "http://"+m.pprofAddr+"/debug/pprof/")
@@ -113,11 +122,9 @@ func (m *metricsServer) Close() {
 // with its /stats name in a tag; package stats) and the process's.
 func statsSnapshot(store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache) map[string]int64 {
 	m := make(map[string]int64, 96)
-	stats.Collect(m, store.Counters())
-	stats.Collect(m, rd.Stats())
-	stats.Collect(m, root.Stats())
-	stats.Collect(m, sched.Stats())
-	stats.Collect(m, pc.Stats())
+	for _, v := range counterStructs(store, rd, root, sched, pc) {
+		stats.Collect(m, v)
+	}
 	m["passthrough"] = b2i(rd.Passthrough())
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -125,6 +132,12 @@ func statsSnapshot(store fetcher.Store, rd *reader.Reader, root *segfs.Root, sch
 	m["heap_bytes"] = int64(ms.HeapAlloc)
 	m["sys_bytes"] = int64(ms.Sys)
 	return m
+}
+
+// counterStructs are the structs of counters of every package, as
+// /stats and /metrics read them.
+func counterStructs(store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache) []any {
+	return []any{store.Counters(), rd.Stats(), root.Stats(), sched.Stats(), pc.Stats()}
 }
 
 func b2i(b bool) int64 {

@@ -40,7 +40,7 @@ func TestMetricsPprofApart(t *testing.T) {
 	profiles := []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/goroutine?debug=2", "/debug/pprof/profile?seconds=1"}
 
 	t.Run("metrics only", func(t *testing.T) {
-		m, err := serveMetrics("127.0.0.1:0", "", stats, log)
+		m, err := serveMetrics("127.0.0.1:0", "", stats, nil, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func TestMetricsPprofApart(t *testing.T) {
 	})
 
 	t.Run("metrics and pprof", func(t *testing.T) {
-		m, err := serveMetrics("127.0.0.1:0", "127.0.0.1:0", stats, log)
+		m, err := serveMetrics("127.0.0.1:0", "127.0.0.1:0", stats, nil, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestMetricsPprofApart(t *testing.T) {
 	})
 
 	t.Run("pprof only", func(t *testing.T) {
-		m, err := serveMetrics("", "127.0.0.1:0", stats, log)
+		m, err := serveMetrics("", "127.0.0.1:0", stats, nil, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,12 +98,12 @@ func TestMetricsPprofApart(t *testing.T) {
 	})
 
 	t.Run("pprof address taken", func(t *testing.T) {
-		m, err := serveMetrics("127.0.0.1:0", "127.0.0.1:0", stats, log)
+		m, err := serveMetrics("127.0.0.1:0", "127.0.0.1:0", stats, nil, log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		m2, err := serveMetrics("127.0.0.1:0", m.pprofAddr, stats, log)
+		m2, err := serveMetrics("127.0.0.1:0", m.pprofAddr, stats, nil, log)
 		if err == nil {
 			m2.Close()
 			t.Fatalf("a second server took --pprof-addr %s", m.pprofAddr)

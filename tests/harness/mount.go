@@ -197,8 +197,9 @@ func (m *Mount) waitMounted(ctx context.Context, timeout time.Duration) error {
 			return err
 		}
 		// segfs logs "mounted" once go-fuse has finished mounting (it
-		// touches the mountpoint itself once more after it appears).
-		if ok && strings.Contains(m.proc.log(), "msg=mounted") {
+		// touches the mountpoint itself once more after it appears), in
+		// text or, with --log-format json, in JSON.
+		if log := m.proc.log(); ok && (strings.Contains(log, "msg=mounted") || strings.Contains(log, `"msg":"mounted"`)) {
 			return nil
 		}
 		select {

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// statusCmd is `segfs status`.
+type statusCmd struct {
+	Mountpoint string `arg:"" help:"Where segfs is mounted."`
+	JSON       bool   `name:"json" help:"Print the report as one JSON object."`
+	All        bool   `name:"all" help:"List every file, not only the 20 largest."`
+
+	controlFlags `embed:""`
+}
+
+// Run asks the mount's daemon for its report and prints it.
+func (c *statusCmd) Run(log *slog.Logger) error {
+	client, err := controlClient(c.controlFlags, c.Mountpoint)
+	if err != nil {
+		return err
+	}
+	defer client.CloseIdleConnections()
+	url := "http://segfs/status"
+	if c.All {
+		url += "?all=1"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("status of %s: %w", c.Mountpoint, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return fmt.Errorf("status of %s: %w", c.Mountpoint, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status of %s: %s: %s", c.Mountpoint, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if c.JSON {
+		_, err = os.Stdout.Write(body)
+		return err
+	}
+	var rep statusReport
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return fmt.Errorf("status of %s: %w", c.Mountpoint, err)
+	}
+	printStatus(os.Stdout, &rep)
+	return nil
+}
+
+// printStatus writes a report for people.
+func printStatus(w io.Writer, r *statusReport) {
+	m := r.Counters
+	pct := func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "source\t%s\n", r.Source)
+	fmt.Fprintf(tw, "mountpoint\t%s (pid %d, up %s)\n", r.Mountpoint, r.PID, time.Duration(r.UptimeSeconds*float64(time.Second)).Round(time.Second))
+	fmt.Fprintf(tw, "version\t%s\n", r.Version)
+	fmt.Fprintf(tw, "cache\t%s of %s in %d parts, %s\n", humanBytes(r.CacheBytes), humanBytes(r.CacheMaxBytes), r.CacheParts, r.CacheDir)
+	fmt.Fprintf(tw, "files\t%d, %s of %s cached (%s)\n", r.FileCount, humanBytes(r.CachedBytes), humanBytes(r.TotalBytes), pct(ratio(r.CachedBytes, r.TotalBytes)))
+	fmt.Fprintf(tw, "hits\t%s of %d part reads without waiting for the store (%s from disk); %d reads, %s\n",
+		pct(r.HitRatio), r.PartReads, pct(r.DiskHitRatio), m["reads"], humanBytes(m["read_bytes"]))
+	fmt.Fprintf(tw, "remote\t%d GETs, %s, %d retries\n", m["gets"], humanBytes(m["get_bytes"]), m["retries"])
+	fmt.Fprintf(tw, "fetches\trunning %d demand, %d readahead, %d background; queued %d, %d, %d\n",
+		m["running_demand"], m["running_readahead"], m["running_background"], m["queued_demand"], m["queued_readahead"], m["queued_background"])
+	fmt.Fprintf(tw, "errors\t%d reads, %d fetches, %d cache writes\n", m["read_errors"], m["fetch_errors"], m["cache_put_errors"])
+	tw.Flush()
+	if len(r.Files) < r.FileCount {
+		fmt.Fprintf(w, "\nthe %d largest files (--all for every one):\n", len(r.Files))
+	} else {
+		fmt.Fprintf(w, "\nfiles:\n")
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	for _, f := range r.Files {
+		fmt.Fprintf(tw, "%s\t%s\t \t%s\n", pct(f.Fraction), humanBytes(f.Size), f.Name)
+	}
+	tw.Flush()
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 1
+	}
+	return float64(a) / float64(b)
+}
+
+// warmCmd is `segfs warm`.
+type warmCmd struct {
+	Mountpoint string   `arg:"" help:"Where segfs is mounted."`
+	Paths      []string `arg:"" optional:"" help:"Files or directories of the mount to warm (paths in the mount, or relative to MOUNTPOINT). Default: every file."`
+	Quiet      bool     `name:"quiet" short:"q" help:"Print only failures and the summary."`
+
+	controlFlags `embed:""`
+}
+
+// Run asks the daemon to warm the paths and follows it until every file
+// is cached or failed. Ctrl-C stops the warm; the mount keeps serving.
+func (c *warmCmd) Run(log *slog.Logger) error {
+	mnt, err := canonicalMountpoint(c.Mountpoint)
+	if err != nil {
+		return err
+	}
+	rel := make([]string, 0, len(c.Paths))
+	for _, p := range c.Paths {
+		r, err := relToMount(mnt, p)
+		if err != nil {
+			return &exitError{2, err}
+		}
+		rel = append(rel, r)
+	}
+	client, err := controlClient(c.controlFlags, c.Mountpoint)
+	if err != nil {
+		return err
+	}
+	defer client.CloseIdleConnections()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	body, _ := json.Marshal(warmRequest{Paths: rel})
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://segfs/warm", strings.NewReader(string(body)))
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return &exitError{130, errors.New("warm stopped; the mount keeps serving")}
+		}
+		return fmt.Errorf("warm of %s: %w", c.Mountpoint, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return &exitError{2, fmt.Errorf("warm of %s: %s", c.Mountpoint, strings.TrimSpace(string(msg)))}
+	}
+	return c.follow(ctx, resp.Body)
+}
+
+// follow reads the warm's events, shows them, and returns its outcome.
+func (c *warmCmd) follow(ctx context.Context, body io.Reader) error {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var first warmEvent
+	var bar *progressbar.ProgressBar
+	var failures []string
+	start := time.Now()
+	done, last := 0, int64(0)
+	for sc.Scan() {
+		var ev warmEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("warm of %s: bad event %q: %w", c.Mountpoint, sc.Text(), err)
+		}
+		if first.Files == 0 && ev.Files > 0 {
+			first = ev
+			if !c.Quiet && term.IsTerminal(int(os.Stderr.Fd())) {
+				bar = progressbar.NewOptions64(ev.TotalBytes, progressbar.OptionSetWriter(os.Stderr),
+					progressbar.OptionShowBytes(true), progressbar.OptionSetWidth(30),
+					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionShowElapsedTimeOnFinish(),
+					progressbar.OptionClearOnFinish(),
+					progressbar.OptionSetDescription(fmt.Sprintf("0/%d files", ev.Files)))
+				_ = bar.Set64(ev.Bytes)
+			} else if !c.Quiet {
+				fmt.Printf("warming %d files, %s, %s cached already\n", ev.Files, humanBytes(ev.TotalBytes), humanBytes(ev.Bytes))
+			}
+			last = ev.Bytes
+			continue
+		}
+		if ev.Error != "" {
+			failures = append(failures, ev.File+": "+ev.Error)
+			if bar != nil {
+				bar.Clear()
+			}
+			fmt.Fprintf(os.Stderr, "segfs: warm: %s: %s\n", ev.File, ev.Error)
+		} else if ev.File != "" {
+			done++
+			if bar == nil && !c.Quiet {
+				fmt.Printf("cached %s\n", ev.File)
+			}
+		}
+		if bar != nil {
+			bar.Describe(fmt.Sprintf("%d/%d files", done, first.Files))
+			_ = bar.Set64(ev.Bytes)
+		}
+		last = ev.Bytes
+		if ev.Done {
+			if bar != nil {
+				_ = bar.Finish()
+			}
+			took := time.Since(start)
+			fmt.Printf("warmed %d of %d files: %s of %s cached, in %s (%.1f MB/s)\n", done, first.Files,
+				humanBytes(ev.Bytes), humanBytes(first.TotalBytes), took.Round(time.Millisecond),
+				float64(ev.Bytes-first.Bytes)/took.Seconds()/1e6)
+			if len(failures) > 0 {
+				return &exitError{1, fmt.Errorf("%d files not cached: %s", len(failures), strings.Join(failures, "; "))}
+			}
+			return nil
+		}
+	}
+	if bar != nil {
+		bar.Clear()
+	}
+	if ctx.Err() != nil {
+		return &exitError{130, fmt.Errorf("warm stopped with %s cached; the mount keeps serving", humanBytes(last))}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("warm of %s: %w", c.Mountpoint, err)
+	}
+	return fmt.Errorf("warm of %s: the daemon ended the warm before it was done (unmounted?)", c.Mountpoint)
+}
+
+// relToMount returns p as a path within the mount at mnt: p is a path
+// under mnt (absolute, or relative to the working directory if it
+// exists there), else a path relative to mnt.
+func relToMount(mnt, p string) (string, error) {
+	abs := p
+	if !filepath.IsAbs(p) {
+		if _, err := os.Lstat(p); err != nil {
+			return filepath.Clean(p), checkInside(p)
+		}
+		var err error
+		if abs, err = filepath.Abs(p); err != nil {
+			return "", err
+		}
+	}
+	if canon, err := canonicalMountpoint(abs); err == nil {
+		abs = canon // as mnt: the symlinks of its parents resolved
+	}
+	rel, err := filepath.Rel(mnt, filepath.Clean(abs))
+	if err != nil {
+		return "", fmt.Errorf("%s is not in the mount at %s", p, mnt)
+	}
+	return rel, checkInside(rel)
+}
+
+func checkInside(rel string) error {
+	rel = filepath.Clean(rel)
+	if rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return fmt.Errorf("%s is not in the mount", rel)
+	}
+	return nil
+}
