@@ -11,7 +11,8 @@
 //     when it lends one; the passthrough mode of a node.
 //   - errno.go: errors become errnos in one place, which logs them.
 //   - mount.go, mountinfo.go: mounting, the kernel's readahead, finding
-//     mounts; probe.go: whether the kernel takes passthrough files.
+//     mounts; probe.go: whether the kernel takes passthrough files;
+//     access.go: allow_root, a filter of callers before the tree.
 //
 // Invariants:
 //   - Nothing is writable: the mount is read-only and every mutating

@@ -27,6 +27,7 @@ type fileNode struct {
 	reader *reader.Reader
 	stats  *Stats
 	log    *slog.Logger
+	attr   *Attr         // the tree's owner and modes
 	dir    *prefetch.Dir // the node's directory, for the prefetch policies
 	index  int           // the node's index in dir.Files
 
@@ -49,7 +50,8 @@ var (
 const blockSize = 4096
 
 func (f *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = fuse.S_IFREG | 0o444
+	out.Mode = fuse.S_IFREG | f.attr.FileMode
+	out.Uid, out.Gid = f.attr.UID, f.attr.GID
 	out.Nlink = 1
 	out.Size = uint64(f.entry.Size())
 	out.Blksize = blockSize

@@ -28,14 +28,25 @@ type MountConfig struct {
 	Debug bool
 	// Logger receives go-fuse's own messages. Default slog.Default().
 	Logger *slog.Logger
+	// AllowOther lets every user use the mount (the kernel's allow_other),
+	// as the tree's owner and modes permit. Without it or AllowRoot, the
+	// kernel refuses every user but the mounting one.
+	AllowOther bool
+	// AllowRoot lets the mounting user and root use the mount, and no one
+	// else (libfuse's allow_root; see ownerAndRoot).
+	AllowRoot bool
 }
 
 // FuseType is the file system type of a segfs mount in /proc/self/mountinfo.
 const FuseType = "fuse.segfs"
 
 // Mount mounts root read-only at mountpoint and starts serving it. As root
-// it mounts directly; otherwise it uses fusermount3. The caller waits on
-// the returned server and unmounts it.
+// it mounts directly; otherwise it uses fusermount3, which allows
+// AllowOther and AllowRoot to a user other than root only with
+// user_allow_other in its configuration. With either, the kernel checks
+// every caller against the owner and modes the tree shows
+// (default_permissions). The caller waits on the returned server and
+// unmounts it.
 func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error) {
 	if cfg.MaxRead <= 0 {
 		cfg.MaxRead = 1 << 20
@@ -46,12 +57,21 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.AllowOther && cfg.AllowRoot {
+		return nil, fmt.Errorf("mount %s: allow_other and allow_root exclude each other", mountpoint)
+	}
 	// The tree never changes while mounted, so the kernel may keep entries
-	// and attributes for long.
+	// and attributes for long. Under allow_root it keeps none: it answers
+	// from them without asking segfs, whoever asks (see ownerAndRoot).
 	ttl := time.Hour
+	if cfg.AllowRoot {
+		ttl = 0
+	}
 	opts := &gofs.Options{
 		EntryTimeout: &ttl,
 		AttrTimeout:  &ttl,
+		// A mode of 0 stays 0, not go-fuse's 0644 or 0755.
+		NullPermissions: true,
 		MountOptions: fuse.MountOptions{
 			FsName:       cfg.FsName,
 			Name:         "segfs",
@@ -59,6 +79,11 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 			MaxReadAhead: cfg.MaxRead,
 			Debug:        cfg.Debug,
 			Logger:       log.New(slogWriter{cfg.Logger}, "", 0),
+			AllowOther:   cfg.AllowOther || cfg.AllowRoot,
+			// With no attributes cached (allow_root), the automatic
+			// invalidation would have the kernel ask for them before
+			// every read; the tree never changes, so nothing is lost.
+			ExplicitDataCacheControl: cfg.AllowRoot,
 		},
 	}
 	if os.Geteuid() == 0 {
@@ -67,8 +92,33 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 	} else {
 		opts.Options = append(opts.Options, "ro")
 	}
-	server, err := gofs.Mount(mountpoint, root, opts)
+	// gofs.Mount, with the allow_root filter between the kernel and the
+	// tree.
+	raw := gofs.NewNodeFS(root, opts)
+	if cfg.AllowRoot {
+		// The mounting user, as fusermount3 takes it (the real uid); a
+		// direct mount is root's.
+		raw = &ownerAndRoot{RawFileSystem: raw, owner: uint32(os.Getuid())}
+	}
+	if cfg.AllowOther || cfg.AllowRoot {
+		// The kernel checks each caller against the tree's owner and
+		// modes. Without it, every user the mount admits reads every
+		// file. A mount of its owner alone needs no check (the kernel
+		// admits no other user) and goes without: the check has the
+		// kernel fetch and keep the root's attributes at mount, which
+		// would let a stat of the mountpoint succeed from them after a
+		// crash instead of failing with ENOTCONN. go-fuse passes the
+		// option on both ways it mounts: in the data of mount(2), and to
+		// fusermount3's -o.
+		opts.MountOptions.Options = append(opts.MountOptions.Options, "default_permissions")
+	}
+	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		// The serve loop ends by itself: it has no mount to serve.
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	if err := setReadahead(mountpoint, cfg.Readahead); err != nil {

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"log/slog"
+	"os"
 	"path"
 	"strings"
 	"syscall"
@@ -24,25 +25,49 @@ type Root struct {
 	entries []reader.Entry
 	reader  *reader.Reader
 	log     *slog.Logger
+	attr    Attr // every node points to it
 	stats   Stats
 }
 
 var _ = (gofs.NodeOnAdder)((*Root)(nil))
 
-// NewRoot returns the root of a tree holding entries, served by rd. The
-// entries' names become paths; every prefix ending in "/" becomes a
-// directory. A name that is also a directory's, or that is not a clean
-// relative path, is skipped with a warning: no key can escape the mount.
-func NewRoot(entries []reader.Entry, rd *reader.Reader, log *slog.Logger) *Root {
+// Attr is the owner and the permission bits that every node of a tree
+// shows. Mount has the kernel check each caller against them
+// (default_permissions); root bypasses them.
+type Attr struct {
+	UID, GID uint32
+	// FileMode and DirMode are the permission bits of every file and of
+	// every directory. Only read and execute bits are kept (NewRoot
+	// clears the others): nothing in the tree is writable.
+	FileMode, DirMode uint32
+}
+
+// DefaultAttr is what a tree shows unless told otherwise: the user who
+// runs segfs owns everything, files are 0444 and directories 0555.
+func DefaultAttr() Attr {
+	return Attr{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), FileMode: 0o444, DirMode: 0o555}
+}
+
+// NewRoot returns the root of a tree holding entries, served by rd, whose
+// nodes show attr. The entries' names become paths; every prefix ending
+// in "/" becomes a directory. A name that is also a directory's, or that
+// is not a clean relative path, is skipped with a warning: no key can
+// escape the mount.
+func NewRoot(entries []reader.Entry, rd *reader.Reader, attr Attr, log *slog.Logger) *Root {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Root{
+	attr.FileMode &= 0o555
+	attr.DirMode &= 0o555
+	r := &Root{
 		dirNode: dirNode{mtime: time.Now()},
 		entries: shown(entries, log),
 		reader:  rd,
 		log:     log,
+		attr:    attr,
 	}
+	r.dirNode.attr = &r.attr
+	return r
 }
 
 // shown returns the entries the tree shows, in their order: those whose
@@ -91,7 +116,7 @@ func (r *Root) OnAdd(ctx context.Context) {
 			}
 			child := parent.GetChild(name)
 			if child == nil {
-				child = parent.NewPersistentInode(ctx, &dirNode{mtime: r.mtime},
+				child = parent.NewPersistentInode(ctx, &dirNode{mtime: r.mtime, attr: &r.attr},
 					gofs.StableAttr{Mode: fuse.S_IFDIR})
 				parent.AddChild(name, child, false)
 			}
@@ -105,7 +130,7 @@ func (r *Root) OnAdd(ctx context.Context) {
 				dn.dir, dn.reader = d, r.reader
 			}
 		}
-		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log}
+		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr}
 		if e.Inline == nil { // an inline file has nothing to prefetch
 			node.dir, node.index = d, d.Add(base, e.Obj)
 		}
@@ -153,6 +178,7 @@ type dirNode struct {
 
 	// Constant once the tree is built.
 	mtime  time.Time      // the mount time
+	attr   *Attr          // the tree's owner and modes
 	dir    *prefetch.Dir  // the directory's files, for the prefetch policies; nil if it holds none
 	reader *reader.Reader // told when the directory is first looked up or listed
 }
@@ -205,7 +231,8 @@ var (
 )
 
 func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = fuse.S_IFDIR | 0o555
+	out.Mode = fuse.S_IFDIR | d.attr.DirMode
+	out.Uid, out.Gid = d.attr.UID, d.attr.GID
 	out.Nlink = 2
 	out.SetTimes(nil, &d.mtime, &d.mtime)
 	return 0

@@ -44,7 +44,7 @@ func TestRootEntriesAreTheShownFiles(t *testing.T) {
 		{Name: "../x", Obj: fetcher.Object{Key: "../x", Size: 1}},
 		{Name: "b", Obj: fetcher.Object{Key: "b.zst", Size: 1}},
 	}
-	root := NewRoot(entries, nil, slog.New(slog.DiscardHandler))
+	root := NewRoot(entries, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
 	var keys []string
 	for _, e := range root.Entries() {
 		keys = append(keys, e.Obj.Key)
@@ -74,7 +74,7 @@ func TestTreeMemoryPerKey(t *testing.T) {
 		entries[i] = reader.Entry{Name: o.Key, Obj: o}
 	}
 	objs = nil
-	root := NewRoot(entries, r, slog.New(slog.DiscardHandler))
+	root := NewRoot(entries, r, DefaultAttr(), slog.New(slog.DiscardHandler))
 	entries = nil
 	gofs.NewNodeFS(root, &gofs.Options{}) // builds the tree (OnAdd)
 	took := time.Since(start)
@@ -101,7 +101,7 @@ func TestMountOfAMillionKeys(t *testing.T) {
 		o := fetcher.Object{Key: fmt.Sprintf("d%02d/_%07d_Lucene90_0.tim", i%dirs, i), ETag: `"0123456789abcdef0123456789abcdef"`, Size: int64(i)}
 		entries[i] = reader.Entry{Name: o.Key, Obj: o}
 	}
-	root := NewRoot(entries, r, slog.New(slog.DiscardHandler))
+	root := NewRoot(entries, r, DefaultAttr(), slog.New(slog.DiscardHandler))
 	entries = nil
 	mnt := t.TempDir()
 	server, err := Mount(mnt, root, MountConfig{FsName: "mem://million", Logger: slog.New(slog.DiscardHandler)})
