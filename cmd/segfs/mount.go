@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fuse"
-
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
@@ -24,28 +22,38 @@ type mountCmd struct {
 	Source     string `arg:"" help:"Remote store: s3://bucket[/prefix] or file:///dir."`
 	Mountpoint string `arg:"" help:"An existing empty directory to mount on."`
 
-	storeFlags  `embed:""`
-	layoutFlags `embed:""`
-	cacheFlags  `embed:""`
+	storeFlags   `embed:""`
+	layoutFlags  `embed:""`
+	cacheFlags   `embed:""`
+	controlFlags `embed:""`
 
-	PartSize          byteSize      `name:"part-size" default:"8MiB" help:"Size of the aligned parts that are fetched and cached."`
-	MaxFetches        int           `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, for the whole mount: the size of the fetch pool."`
-	BackgroundFetches int           `name:"background-fetches" placeholder:"N" help:"Most of the --max-fetches that background work (the rest of opened files; every file with --prefetch all) may hold; the others stay free for reads that wait and for readahead. Default: three quarters of --max-fetches; with --prefetch all, all but one."`
-	SplitSize         byteSize      `name:"split-size" default:"1MiB" help:"When fetch workers are idle, a part fetch splits into GETs of at least this size run in parallel on them (at most 8), so that a reader waiting on one part waits for several connections instead of one; a busy pool fetches whole parts. 0 fetches every part with one GET."`
-	Prefetch          string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file, and the next 32 files of one part or less after it in its directory); all (every file after mounting, small files first)."`
-	SegmentPrefetch   bool          `name:"segment-prefetch" default:"true" negatable:"" help:"When a directory holding a Lucene index is first looked up, listed or has a file opened (for --layout opensearch, at mount), fetch at once what opening the index reads: its small files whole, and the first and last 128KiB of every larger file, kept in a range tier in memory and in the cache. In every --prefetch mode; --no-segment-prefetch turns it off."`
-	MemoryCache       byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for parts the disk cache cannot take (a full disk)."`
-	FrameCache        byteSize      `name:"frame-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames kept for later reads; a frame larger than this is never kept (it is decoded for each read that needs it). 0 keeps none."`
-	DecodeMemory      byteSize      `name:"decode-memory" default:"64MiB" help:"Memory for seekable-zstd frames being decoded at once: each decode reserves its compressed bytes plus 2.25 times its frame size and 256KiB before it allocates anything (what a corrupt frame may take), and waits while other decodes hold the rest. Must hold one frame of --max-frame-size (52.3MiB for the default 16MiB)."`
-	MaxFrameSize      byteSize      `name:"max-frame-size" default:"16MiB" help:"Largest decompressed frame of a seekable-zstd object that segfs decodes (and largest compressed frame: what zstd may need for that many bytes). An object with a larger frame is listed at its logical size, but every read of it fails with EIO and a log line naming the frame. segfs push writes 256KiB frames by default and at most 16MiB; the format allows 1GiB, which a hostile object could claim to make each read allocate that much."`
-	MaxRead           byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
-	Readahead         byteSize      `name:"readahead" default:"1MiB" help:"How far ahead of a sequential reader the kernel reads, sent as --max-read requests all in flight at once (the mount's read_ahead_kb; needs root, else the kernel's 128KiB stays). It is also what the kernel reads around each page fault of a memory-mapped file that did not ask for MADV_RANDOM."`
-	IdleTimeout       time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
-	Passthrough       bool          `name:"passthrough" help:"Copy each object whose parts are all cached into one whole-object file in the cache (it counts toward --cache-size), and hand later opens of it to the kernel, which then serves their reads from that file without segfs (FUSE passthrough: Linux 6.9+, root). The file is checked as it is built and sealed; a change to it is found at open. Off by default: it costs a second copy of each cached object on disk."`
-	DropAfterRead     bool          `name:"drop-after-read" default:"true" negatable:"" help:"When the last open handle of a file larger than --part-size is closed after reading the whole file (a copy out of the mount), ask the kernel to drop the file's pages from its page cache: a copy of a shard does not push other files' pages out, and the kernel reuses that memory for the next file. The bytes stay in segfs's caches. --no-drop-after-read keeps them."`
-	MetricsAddr       string        `name:"metrics-addr" help:"Serve counters as JSON at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
-	PprofAddr         string        `name:"pprof-addr" help:"Serve Go profiles (heap, goroutines, CPU on demand) at http://ADDR/debug/pprof/ (e.g. 127.0.0.1:6060), on a listener of their own: --metrics-addr never serves them. Off by default: profiles show the process's memory."`
-	Debug             bool          `help:"Log every FUSE request (very verbose)."`
+	PartSize            byteSize      `name:"part-size" default:"8MiB" help:"Size of the aligned parts that are fetched and cached."`
+	MaxFetches          int           `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, for the whole mount: the size of the fetch pool."`
+	BackgroundFetches   int           `name:"background-fetches" placeholder:"N" help:"Most of the --max-fetches that background work (the rest of opened files; every file with --prefetch all) may hold; the others stay free for reads that wait and for readahead. Default: three quarters of --max-fetches; with --prefetch all, all but one."`
+	SplitSize           byteSize      `name:"split-size" default:"1MiB" help:"When fetch workers are idle, a part fetch splits into GETs of at least this size run in parallel on them (at most 8), so that a reader waiting on one part waits for several connections instead of one; a busy pool fetches whole parts. 0 fetches every part with one GET."`
+	Prefetch            string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file, and the next 32 files of one part or less after it in its directory); all (every file after mounting, small files first)."`
+	SegmentPrefetch     bool          `name:"segment-prefetch" default:"true" negatable:"" help:"When a directory holding a Lucene index is first looked up, listed or has a file opened (for --layout opensearch, at mount), fetch at once what opening the index reads: its small files whole, and the first and last 128KiB of every larger file, kept in a range tier in memory and in the cache. In every --prefetch mode; --no-segment-prefetch turns it off."`
+	MemoryCache         byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for parts the disk cache cannot take (a full disk)."`
+	FrameCache          byteSize      `name:"frame-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames kept for later reads; a frame larger than this is never kept (it is decoded for each read that needs it). 0 keeps none."`
+	DecodeMemory        byteSize      `name:"decode-memory" default:"64MiB" help:"Memory for seekable-zstd frames being decoded at once: each decode reserves its compressed bytes plus 2.25 times its frame size and 256KiB before it allocates anything (what a corrupt frame may take), and waits while other decodes hold the rest. Must hold one frame of --max-frame-size (52.3MiB for the default 16MiB)."`
+	MaxFrameSize        byteSize      `name:"max-frame-size" default:"16MiB" help:"Largest decompressed frame of a seekable-zstd object that segfs decodes (and largest compressed frame: what zstd may need for that many bytes). An object with a larger frame is listed at its logical size, but every read of it fails with EIO and a log line naming the frame. segfs push writes 256KiB frames by default and at most 16MiB; the format allows 1GiB, which a hostile object could claim to make each read allocate that much."`
+	MaxRead             byteSize      `name:"max-read" default:"1MiB" help:"Largest read request the kernel sends (max_read)."`
+	Readahead           byteSize      `name:"readahead" default:"1MiB" help:"How far ahead of a sequential reader the kernel reads, sent as --max-read requests all in flight at once (the mount's read_ahead_kb; needs root, else the kernel's 128KiB stays). It is also what the kernel reads around each page fault of a memory-mapped file that did not ask for MADV_RANDOM."`
+	IdleTimeout         time.Duration `name:"idle-timeout" default:"30s" help:"A response body that delivers no bytes for this long is re-requested."`
+	Passthrough         bool          `name:"passthrough" help:"Copy each object whose parts are all cached into one whole-object file in the cache (it counts toward --cache-size), and hand later opens of it to the kernel, which then serves their reads from that file without segfs (FUSE passthrough: Linux 6.9+, root). The file is checked as it is built and sealed; a change to it is found at open. Off by default: it costs a second copy of each cached object on disk."`
+	DropAfterRead       bool          `name:"drop-after-read" default:"true" negatable:"" help:"When the last open handle of a file larger than --part-size is closed after reading the whole file (a copy out of the mount), ask the kernel to drop the file's pages from its page cache: a copy of a shard does not push other files' pages out, and the kernel reuses that memory for the next file. The bytes stay in segfs's caches. --no-drop-after-read keeps them."`
+	MetricsAddr         string        `name:"metrics-addr" help:"Serve metrics in the Prometheus text format at http://ADDR/metrics, with latency histograms, and the same counters as one JSON object at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
+	BackgroundBandwidth byteSize      `name:"background-bandwidth" default:"0" placeholder:"RATE" help:"Most bytes per second that background fetches (segfs warm, the rest of opened files, --prefetch all) receive together, e.g. 50MiB; a read that waits on such a fetch lifts the cap from it. Reads and readahead are never capped. 0: no cap."`
+	PprofAddr           string        `name:"pprof-addr" help:"Serve Go profiles (heap, goroutines, CPU on demand) at http://ADDR/debug/pprof/ (e.g. 127.0.0.1:6060), on a listener of their own: --metrics-addr never serves them. Off by default: profiles show the process's memory."`
+	Debug               bool          `help:"Log every FUSE request (very verbose)."`
+
+	AllowOther   bool          `name:"allow-other" xor:"allow" help:"Let every user use the mount (FUSE allow_other), as --uid, --gid, --file-mode and --dir-mode permit: the kernel checks them for each access (root bypasses them). Without it or --allow-root, only the mounting user may use the mount. A user other than root needs user_allow_other in /etc/fuse.conf."`
+	AllowRoot    bool          `name:"allow-root" xor:"allow" help:"Let only the mounting user and root use the mount: it is mounted with allow_other and segfs refuses every other user's request with EACCES. The kernel then caches no attributes, so that each lookup and stat reaches segfs. A user other than root needs user_allow_other in /etc/fuse.conf. Not with --allow-other."`
+	UID          ownerID       `name:"uid" placeholder:"N" help:"Owner shown for every file and directory. Default: the mounting user."`
+	GID          ownerID       `name:"gid" placeholder:"N" help:"Group shown for every file and directory. Default: the mounting user's group."`
+	FileMode     permBits      `name:"file-mode" default:"0444" help:"Permission bits of every file, in octal (0444, 444 or 0o444); read and execute bits only, as the mount is read-only. The kernel enforces them (and --dir-mode) against each caller; root bypasses them."`
+	DirMode      permBits      `name:"dir-mode" default:"0555" help:"Permission bits of every directory, in octal; read and execute bits only."`
+	UnmountGrace time.Duration `name:"unmount-grace" default:"10s" help:"After SIGINT or SIGTERM, while files are still open, keep serving them and retry the unmount for up to this long; then detach the mount, fail the reads still pending and exit. A second SIGINT or SIGTERM ends the wait at once. SIGHUP is logged and ignored."`
 }
 
 // reserved returns how many fetch workers background work leaves free;
@@ -87,6 +95,10 @@ func (c *mountCmd) validate() error {
 		return fmt.Errorf("--cache-size %v: must not be negative", c.CacheSize)
 	case c.IdleTimeout <= 0:
 		return fmt.Errorf("--idle-timeout %v: must be positive", c.IdleTimeout)
+	case c.UnmountGrace < 0:
+		return fmt.Errorf("--unmount-grace %v: must not be negative", c.UnmountGrace)
+	case c.BackgroundBandwidth < 0 || (c.BackgroundBandwidth > 0 && c.BackgroundBandwidth < 64<<10):
+		return fmt.Errorf("--background-bandwidth %v: must be 0 (no cap) or at least 64KiB (per second)", c.BackgroundBandwidth)
 	case c.FrameCache < 0:
 		return fmt.Errorf("--frame-cache %v: must not be negative", c.FrameCache)
 	case c.MaxFrameSize < 1 || c.MaxFrameSize > 1<<30:
@@ -112,17 +124,20 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		return err
 	}
 
+	if err := c.checkAllowOther(os.Getuid(), fuseConf); err != nil {
+		return err
+	}
+
+	// Signals are caught from here on. Until the mount is up, SIGINT and
+	// SIGTERM cancel the start (ctx); then sigs has them unmount. SIGHUP
+	// never ends segfs: by default it would, and leave its mount dead.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	src, err := openSource(ctx, c.Source, c.layoutFlags, fetcher.Config{
-		Region:      c.Region,
-		Endpoint:    c.Endpoint,
-		PathStyle:   c.PathStyle,
-		IdleTimeout: c.IdleTimeout,
-		MaxConns:    c.MaxFetches * 2,
-		Logger:      log,
-	}, c.MaxFetches, false, log)
+	src, err := openSource(ctx, c.Source, c.layoutFlags, c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log), c.MaxFetches, false, log)
 	if err != nil {
 		return err
 	}
@@ -138,14 +153,15 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved()})
 	defer sched.Close()
 	rd, err := reader.New(store, pc, sched, reader.Config{
-		Source:          fetcher.CacheSource(store),
-		PartSize:        int64(c.PartSize),
-		MemoryLimit:     int64(c.MemoryCache),
-		Prefetch:        prefetch.Mode(c.Prefetch),
-		Passthrough:     c.Passthrough,
-		DropAfterRead:   c.DropAfterRead,
-		SplitSize:       int64(c.SplitSize),
-		SegmentPrefetch: c.SegmentPrefetch,
+		Source:              fetcher.CacheSource(store),
+		PartSize:            int64(c.PartSize),
+		MemoryLimit:         int64(c.MemoryCache),
+		Prefetch:            prefetch.Mode(c.Prefetch),
+		Passthrough:         c.Passthrough,
+		DropAfterRead:       c.DropAfterRead,
+		SplitSize:           int64(c.SplitSize),
+		SegmentPrefetch:     c.SegmentPrefetch,
+		BackgroundBandwidth: int64(c.BackgroundBandwidth),
 		Frames: reader.FrameConfig{
 			CacheBytes:   int64(c.FrameCache),
 			DecodeBytes:  int64(c.DecodeMemory),
@@ -158,7 +174,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	defer rd.Close()
 
-	root := segfs.NewRoot(src.entries, rd, log)
+	root := segfs.NewRoot(src.entries, rd, c.attr(), log)
 
 	var metrics *metricsServer
 	if c.MetricsAddr != "" || c.PprofAddr != "" {
@@ -169,12 +185,17 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		defer metrics.Close()
 	}
 
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted before mounting: %w", err)
+	}
 	server, err := segfs.Mount(c.Mountpoint, root, segfs.MountConfig{
-		FsName:    store.String(),
-		MaxRead:   int(c.MaxRead),
-		Readahead: int(c.Readahead),
-		Debug:     c.Debug,
-		Logger:    log,
+		FsName:     store.String(),
+		MaxRead:    int(c.MaxRead),
+		Readahead:  int(c.Readahead),
+		Debug:      c.Debug,
+		Logger:     log,
+		AllowOther: c.AllowOther,
+		AllowRoot:  c.AllowRoot,
 	})
 	if err != nil {
 		return err
@@ -191,47 +212,134 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		root.Seen() // the mount is the shard's index directory: its open first
 	}
 	rd.Serve(root.Entries())
+	control, err := startControl(c.controlFlags, c.Mountpoint, store, rd, root, sched, pc, log)
+	if err != nil {
+		// status and warm cannot reach this mount; it serves all the same.
+		log.Warn("no control socket: segfs status and segfs warm cannot reach this mount", "err", err)
+	} else {
+		defer control.Close()
+	}
+	signalReady(c.Mountpoint, log)
 
 	served := make(chan struct{})
 	go func() {
 		server.Wait()
 		close(served)
 	}()
-	select {
-	case <-served:
-		log.Info("unmounted", "mountpoint", c.Mountpoint)
-	case <-ctx.Done():
-		log.Info("signal received; unmounting", "mountpoint", c.Mountpoint)
-		// Fail reads still waiting on the remote, so that the kernel
-		// can release the mount.
-		rd.Close()
-		unmountServer(server, c.Mountpoint, served, log)
+serving:
+	for {
+		select {
+		case <-served:
+			signalStopping(log)
+			log.Info("unmounted", "mountpoint", c.Mountpoint)
+			break serving
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				log.Info("SIGHUP received; segfs does not reload, the mount keeps serving", "mountpoint", c.Mountpoint)
+				continue
+			}
+			signalStopping(log)
+			log.Info("signal received; unmounting", "signal", signalName(sig), "mountpoint", c.Mountpoint, "grace", c.UnmountGrace)
+			unmountServer(c.Mountpoint, served, sigs, c.UnmountGrace, rd, log)
+			break serving
+		}
 	}
 	logSummary(log, store, rd, pc)
 	return nil
 }
 
-// unmountServer unmounts after a signal. If files are still open it
-// detaches the mount (it disappears from the namespace at once). The reader
-// is closed by then, so open files could only get errors: the process
-// waits a moment for replies in flight and exits, which ends the
-// connection.
+// unmountRetry is how often unmountServer tries again an unmount that
+// open files keep from happening.
+const unmountRetry = 100 * time.Millisecond
+
+// detachGrace is how long unmountServer waits, once the reader is closed,
+// for the replies in flight before the process exits.
 const detachGrace = time.Second
 
-func unmountServer(server *fuse.Server, mountpoint string, served <-chan struct{}, log *slog.Logger) {
-	err := server.Unmount()
-	if err == nil {
-		<-served
-		return
+// unmountServer unmounts after a first SIGINT or SIGTERM. While files are
+// open the unmount fails (EBUSY): segfs keeps serving them, reads
+// included, and tries again every unmountRetry for up to grace, so that
+// readers that close their files in time lose nothing. Once grace is
+// over, or at a second SIGINT or SIGTERM, it detaches the mount, which
+// leaves the namespace at once (no mount is left behind), and closes the
+// reader, which fails the reads still waiting on the remote; it waits
+// detachGrace for their replies and returns. The process then exits,
+// which ends the connection: the files still open fail from then on. So
+// it returns within grace and about a second, whatever the readers, the
+// kernel or the remote do.
+func unmountServer(mountpoint string, served <-chan struct{}, sigs <-chan os.Signal, grace time.Duration, rd *reader.Reader, log *slog.Logger) {
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	retry := time.NewTicker(unmountRetry)
+	defer retry.Stop()
+	failed := false // an unmount failed (and was logged)
+retrying:
+	for {
+		err := unmount(mountpoint)
+		if err == nil {
+			// Nothing is open: the reads left are requests the kernel
+			// gave up on, which need not wait for the remote.
+			rd.Close()
+			waitServed(served, log, "exiting before the serve loop ended", mountpoint)
+			log.Info("unmounted", "mountpoint", mountpoint)
+			return
+		}
+		if !failed {
+			failed = true
+			if errors.Is(err, syscall.EBUSY) {
+				log.Info("files are open; serving them until they are closed", "mountpoint", mountpoint, "grace", grace)
+			} else {
+				log.Warn("unmount failed; serving on and trying again", "mountpoint", mountpoint, "grace", grace, "err", err)
+			}
+		}
+		select {
+		case <-served: // unmounted from outside, by segfs unmount say
+			rd.Close()
+			return
+		case <-retry.C:
+		case <-deadline.C:
+			log.Warn("still mounted after --unmount-grace; detaching the mount, reads of the files still open fail",
+				"mountpoint", mountpoint, "grace", grace, "err", err)
+			break retrying
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				log.Info("SIGHUP received; segfs does not reload, the mount keeps serving until it unmounts", "mountpoint", mountpoint)
+				continue
+			}
+			log.Warn("second signal received; detaching the mount now, reads of the files still open fail",
+				"signal", signalName(sig), "mountpoint", mountpoint)
+			break retrying
+		}
 	}
-	log.Warn("mount busy; detaching it", "mountpoint", mountpoint, "err", err)
 	if err := detach(mountpoint); err != nil {
 		log.Error("detach failed", "mountpoint", mountpoint, "err", err)
 	}
+	rd.Close()
+	waitServed(served, log, "exiting with files of the detached mount still open; they now fail", mountpoint)
+}
+
+// signalName names the signals segfs catches as a shell does.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return sig.String()
+}
+
+// waitServed waits up to detachGrace for the serve loop to end, which it
+// does once the mount is gone and the requests in flight are answered (a
+// detached mount goes when its last open file is closed); else it logs
+// msg.
+func waitServed(served <-chan struct{}, log *slog.Logger, msg, mountpoint string) {
 	select {
 	case <-served:
 	case <-time.After(detachGrace):
-		log.Info("detached mount still had open files; they now fail", "mountpoint", mountpoint)
+		log.Info(msg, "mountpoint", mountpoint)
 	}
 }
 

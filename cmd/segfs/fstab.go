@@ -1,0 +1,311 @@
+package main
+
+// The mount helper form. `mount -t fuse.segfs SOURCE MOUNTPOINT -o OPTS`
+// and an /etc/fstab line of type fuse.segfs run /sbin/mount.fuse3, which
+// runs `segfs SOURCE MOUNTPOINT -o OPTS` through /bin/sh (libfuse's
+// util/mount.fuse.c). What reaches segfs that way:
+//
+//   - Only SOURCE, MOUNTPOINT and one -o group; mount.fuse3 never passes
+//     -f, -d or anything else.
+//   - mount.fuse3 has consumed setuid=, drop_privileges, user, nouser,
+//     users, auto, noauto, _netdev and nofail, and appends dev and suid
+//     unless nodev and nosuid are there.
+//   - mount(8) has consumed defaults, comment=, x-* and noauto, put rw
+//     (unless ro) and the generic flags first, and removed PATH from the
+//     environment: /bin/sh finds segfs in its default PATH
+//     (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin).
+//   - mount(8) waits for segfs to exit, and expects the file system to be
+//     mounted by then and served in the background.
+//
+// segfs turns that form into `segfs mount --flag... SOURCE MOUNTPOINT`
+// and, unless told to stay in the foreground, runs it as a daemon that
+// reports back once the mount serves (notify.go).
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+)
+
+// init runs before main, so the helper form's arguments are rewritten
+// (or the daemon started) before main's kong parses os.Args.
+func helperForm() {
+	if takeReadyPipe() {
+		// This is the helper form's daemon. Its stdout and stderr are
+		// its starter's, often a pipe (ssh, a script) whose reader is
+		// gone once mount returned; without a handler Go kills a process
+		// that writes to fd 1 or 2 after that, and the mount with it.
+		// With one, such writes just fail.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+		return
+	}
+	if isHelperForm(os.Args[1:]) {
+		runHelperForm(os.Args[1:])
+	}
+}
+
+// isHelperForm reports whether args (without the program name) are the
+// mount helper form: they start with a source URL, which no command name
+// or flag looks like.
+func isHelperForm(args []string) bool {
+	return len(args) > 0 && !strings.HasPrefix(args[0], "-") && strings.Contains(args[0], "://")
+}
+
+// runHelperForm runs the helper form: in the foreground it rewrites
+// os.Args into the mount command for main to run; otherwise it starts the
+// daemon and exits with the mount's outcome.
+func runHelperForm(args []string) {
+	h, err := parseHelperForm(args)
+	if err == nil {
+		err = h.check()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "segfs: %v\n", err)
+		os.Exit(2) // a usage error, as kong's are in main
+	}
+	if h.foreground {
+		os.Args = append([]string{os.Args[0]}, h.args...)
+		return
+	}
+	os.Exit(daemonize(h.args))
+}
+
+// helperCommand is a helper form command line turned into segfs's own.
+type helperCommand struct {
+	// args are `mount`, its flags, then -- SOURCE MOUNTPOINT.
+	args []string
+	// foreground: run the mount in this process (-o foreground, -f, -d,
+	// --foreground) instead of as a daemon.
+	foreground bool
+	// options maps each flag's name ("--allow-other") to the -o option it
+	// came from ("allow_other"), for error messages.
+	options map[string]string
+}
+
+// ignoredOptions are the generic mount options that mean nothing to
+// segfs, dropped wherever they come from: a segfs mount is always
+// read-only, nosuid and nodev, and has no atime to keep. rw is among them
+// because mount(8) passes it whenever ro is not given: refusing it would
+// refuse every mount without -o ro; the mount is read-only regardless, as
+// a read-only medium mounted without ro is.
+var ignoredOptions = map[string]bool{
+	"ro": true, "rw": true, "defaults": true, "auto": true, "noauto": true,
+	"user": true, "nouser": true, "users": true, "owner": true, "group": true,
+	"_netdev": true, "nofail": true, "dev": true, "nodev": true,
+	"suid": true, "nosuid": true, "exec": true, "noexec": true,
+	"atime": true, "noatime": true, "relatime": true, "norelatime": true,
+	"strictatime": true, "nostrictatime": true, "lazytime": true, "nolazytime": true,
+	"diratime": true, "nodiratime": true, "async": true, "sync": true, "dirsync": true,
+	"mand": true, "nomand": true, "iversion": true, "noiversion": true,
+	"silent": true, "loud": true, "symfollow": true, "nosymfollow": true,
+}
+
+// optionName is what an -o option's name may be: the name of a flag of
+// segfs mount with dashes or underscores.
+var optionName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
+const helperUsage = "the mount helper form is: segfs SOURCE MOUNTPOINT [-o OPTION[,OPTION...]]..."
+
+// parseHelperForm rewrites args, SOURCE MOUNTPOINT and then -o groups
+// (-o OPTS or -oOPTS, any number), into segfs mount's command line. An
+// option name=value becomes --name=value and a bare name --name, with _
+// as -; the generic options of ignoredOptions, comment=... and x-... are
+// dropped. foreground, -f and --foreground keep the mount in the
+// foreground; -d does too and adds --debug (libfuse's meanings).
+func parseHelperForm(args []string) (helperCommand, error) {
+	if len(args) < 2 {
+		return helperCommand{}, errors.New("no MOUNTPOINT: " + helperUsage)
+	}
+	source, mountpoint := args[0], args[1]
+	if strings.HasPrefix(mountpoint, "-") {
+		return helperCommand{}, fmt.Errorf("no MOUNTPOINT before %s: %s", mountpoint, helperUsage)
+	}
+	if strings.HasPrefix(mountpoint, "/dev/fd/") {
+		// mount.fuse3's drop_privileges opens /dev/fuse itself and
+		// passes its descriptor as the mountpoint.
+		return helperCommand{}, fmt.Errorf("mountpoint %s: a descriptor from mount.fuse's drop_privileges, which segfs does not support (it mounts by itself)", mountpoint)
+	}
+	h := helperCommand{args: []string{"mount"}, options: map[string]string{}}
+	for i := 2; i < len(args); i++ {
+		var opts string
+		switch a := args[i]; {
+		case a == "-o":
+			if i++; i == len(args) {
+				return helperCommand{}, errors.New("-o without options: " + helperUsage)
+			}
+			opts = args[i]
+		case strings.HasPrefix(a, "-o"):
+			opts = a[len("-o"):]
+		case a == "-f" || a == "--foreground":
+			h.foreground = true
+			continue
+		case a == "-d":
+			h.foreground = true
+			h.args = append(h.args, "--debug")
+			continue
+		default:
+			return helperCommand{}, fmt.Errorf("unexpected argument %q: %s", a, helperUsage)
+		}
+		for _, opt := range strings.Split(opts, ",") {
+			if err := h.addOption(opt); err != nil {
+				return helperCommand{}, err
+			}
+		}
+	}
+	h.args = append(h.args, "--", source, mountpoint)
+	return h, nil
+}
+
+// addOption adds the flag for one -o option, or drops it.
+func (h *helperCommand) addOption(opt string) error {
+	name, value, hasValue := strings.Cut(opt, "=")
+	switch {
+	case opt == "":
+		return nil // "a,,b": mount.fuse3 skips empty options too
+	case !hasValue && ignoredOptions[name], name == "comment", strings.HasPrefix(name, "x-"):
+		return nil
+	case !hasValue && name == "foreground":
+		h.foreground = true
+		return nil
+	case name == "help":
+		return errors.New("-o help: not a mount option; `segfs mount --help` lists them")
+	case !optionName.MatchString(name):
+		return fmt.Errorf("-o %s: not an option name", opt)
+	}
+	flag := "--" + strings.ReplaceAll(name, "_", "-")
+	h.options[flag] = name
+	if hasValue {
+		flag += "=" + value
+	}
+	h.args = append(h.args, flag)
+	return nil
+}
+
+// check parses the rewritten command line as main will, so that an
+// option segfs does not know fails here, named as the -o option it was.
+// A parser that cannot be built (a variable main sets, say) leaves the
+// check to main.
+func (h helperCommand) check() error {
+	var c cli
+	p, err := kong.New(&c, kong.Name("segfs"), kong.Writers(io.Discard, io.Discard), kong.Exit(func(int) {}))
+	if err != nil {
+		return nil
+	}
+	if _, err := p.Parse(h.args); err != nil {
+		return h.explain(err)
+	}
+	return nil
+}
+
+// explain prefixes a parse error with the -o option whose flag it names.
+// Longer flags are tried first, so that --cache-dir is not taken for
+// --cache.
+func (h helperCommand) explain(err error) error {
+	flags := make([]string, 0, len(h.options))
+	for f := range h.options {
+		flags = append(flags, f)
+	}
+	slices.SortFunc(flags, func(a, b string) int { return len(b) - len(a) })
+	msg := err.Error()
+	for _, f := range flags {
+		if mentions(msg, f) {
+			return fmt.Errorf("-o %s: %w", h.options[f], err)
+		}
+	}
+	return err
+}
+
+// mentions reports whether msg holds flag as a whole word.
+func mentions(msg, flag string) bool {
+	for rest := msg; ; {
+		i := strings.Index(rest, flag)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(flag):]
+		if rest == "" || !isFlagChar(rest[0]) {
+			return true
+		}
+	}
+}
+
+func isFlagChar(c byte) bool {
+	return c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// daemonize starts this program with args as the mount's daemon and
+// returns the status for the foreground process to exit with: 0 once the
+// daemon reports that the mount serves, else the daemon's own (it has
+// printed why). The daemon runs in a session of its own (no terminal, no
+// SIGHUP when the caller's goes), reads /dev/null, writes to this
+// process's stdout and stderr (the caller's terminal, or the journal),
+// and gets the write end of the ready pipe as fd 3.
+func daemonize(args []string) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "segfs: start the mount daemon: %v\n", err)
+		return 1
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "segfs: start the mount daemon: ready pipe: %v\n", err)
+		return 1
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, readyFDEnv+"=")
+	}), readyFDEnv+"=3")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{w} // fd 3
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// Until the mount serves, an interrupt of mount(8) stops the daemon
+	// too, which then exits without mounting: no mount appears after
+	// mount(8) gave up.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "segfs: start the mount daemon: %v\n", err)
+		return 1
+	}
+	w.Close() // the daemon holds the only write end: its exit ends the read
+	go func() {
+		for range sigs {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}()
+	if waitReady(r) {
+		return 0
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		// It exited cleanly without reporting the mount ready: a signal
+		// stopped it first, or the mount did not answer and it
+		// unmounted (notify.go). Either way nothing is mounted.
+		fmt.Fprintln(os.Stderr, "segfs: the mount daemon exited before the mount served")
+		return 1
+	case errors.As(err, &ee) && ee.Exited():
+		return ee.ExitCode()
+	default:
+		fmt.Fprintf(os.Stderr, "segfs: the mount daemon: %v\n", err)
+		return 1
+	}
+}
+
+// waitReady reads the ready pipe until the ready line or its end, and
+// reports whether the line came.
+func waitReady(r io.Reader) bool {
+	line, err := bufio.NewReader(io.LimitReader(r, 64)).ReadString('\n')
+	return err == nil && line == readyLine
+}
