@@ -46,14 +46,18 @@ func smallShard() map[string][]byte {
 // mount is up and idle (which already includes the fixed fetch workers).
 const (
 	// While 256 readers run: go-fuse serves each request on a goroutine
-	// of its own, and buffered reads reach it as the kernel's background
+	// of its own. Buffered reads reach it as the kernel's background
 	// readahead requests, of which go-fuse lets 12 be pending (its
-	// default max_background) plus a few synchronous ones; each HTTP
+	// default max_background); the 128 readers at random offsets send
+	// synchronous reads, one each at a time, so up to 128 more when the
+	// machine is loaded and the reads pile up (a full make test reached
+	// 123 above idle; alone, the test peaks near 45). Each HTTP
 	// connection to the store has 2 (read and write loop), and the fetch
-	// pool keeps at most 2 × --max-fetches of them. 16 + 2×16 = 48, and
-	// 96 leaves room. A goroutine per reader (256), per queued part (the
-	// 64 opened files have about 190) or per file (64) would not fit.
-	busyGoroutines = 96
+	// pool keeps at most 2 × --max-fetches of them: 12 + 128 + 2×16 =
+	// 172, and 192 leaves room. segfs's own goroutines come on top of
+	// go-fuse's: one per reader (256), per queued part (the 64 opened
+	// files have about 190) or per file (64) would not fit.
+	busyGoroutines = 192
 	// Once idle again: only the idle HTTP connections (2 each, at most
 	// 2 × --max-fetches) and a few stragglers may remain.
 	idleGoroutines = 2*2*8 + 8
