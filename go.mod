@@ -22,7 +22,6 @@ require (
 	golang.org/x/sync v0.22.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
-	golang.org/x/time v0.16.0
 )
 
 require (

@@ -54,6 +54,15 @@ func (q *fairQueue) pop() *Task {
 	return t
 }
 
+// peek returns the task pop would return, or nil, leaving it queued.
+func (q *fairQueue) peek() *Task {
+	front := q.ring.Front()
+	if front == nil {
+		return nil
+	}
+	return front.Value.(*groupQueue).tasks.Front().Value.(*Task)
+}
+
 // remove takes a queued t out of its group.
 func (q *fairQueue) remove(t *Task) {
 	g := q.groups[t.group]

@@ -38,6 +38,12 @@ type Config struct {
 	// Workers is the fixed number of goroutines that run tasks, and so
 	// the bound on fetches in flight. Default 16.
 	Workers int
+	// BackgroundRate, if positive, caps the bytes per second of
+	// Background tasks that declare a cost (SubmitCost): one starts only
+	// once the bytes of those before it and its own are paid for at this
+	// rate (background.go). Readahead and Demand tasks, and a task raised
+	// to them, never wait for it. 0: no cap.
+	BackgroundRate int64
 	// Reserved is how many of the workers background tasks leave to
 	// Demand and Readahead tasks. Default Workers/4, at least 1 when
 	// Workers > 1; always less than Workers. Readahead leaves one worker
@@ -66,11 +72,14 @@ type Task struct {
 	group  string
 	run    func(ctx context.Context)
 	queued time.Time // when it was submitted
+	cost   int64     // bytes it will fetch, for Config.BackgroundRate; 0: free
 
 	// Guarded by the scheduler's mu.
-	prio  Priority
-	state taskState
-	elem  *list.Element // in its group's queue while queued
+	prio   Priority
+	state  taskState
+	elem   *list.Element // in its group's queue while queued
+	ready  time.Time     // at the head of the gated queue: when its bytes are paid for
+	looked time.Time     // when the gate first gave it its time
 }
 
 type taskState int
@@ -103,6 +112,8 @@ type Scheduler struct {
 	cancelledN int64
 
 	hist Histograms // atomic
+
+	gate bgGate // guarded by mu (background.go)
 }
 
 // Histograms are the scheduler's distributions, served at /metrics.
@@ -140,7 +151,13 @@ func (s *Scheduler) Workers() int { return s.cfg.Workers }
 // return promptly once that context is done. After Close, run is called at
 // once on the caller's goroutine with the cancelled context.
 func (s *Scheduler) Submit(group string, prio Priority, run func(ctx context.Context)) *Task {
-	t := &Task{group: group, run: run, prio: prio, queued: time.Now()}
+	return s.SubmitCost(group, prio, 0, run)
+}
+
+// SubmitCost is Submit for a task that will fetch about cost bytes:
+// at Background priority it waits for Config.BackgroundRate.
+func (s *Scheduler) SubmitCost(group string, prio Priority, cost int64, run func(ctx context.Context)) *Task {
+	t := &Task{group: group, run: run, prio: prio, queued: time.Now(), cost: cost}
 	s.mu.Lock()
 	if s.closed {
 		t.state = running
@@ -171,6 +188,7 @@ func (s *Scheduler) Raise(t *Task, prio Priority) {
 	if t.state == queued {
 		s.queues[t.prio].remove(t)
 		s.queues[prio].push(t)
+		s.gate.release(t, s.cfg.BackgroundRate) // no longer held to the cap
 	} else {
 		s.running[t.prio]--
 		s.running[prio]++
@@ -191,6 +209,7 @@ func (s *Scheduler) Cancel(t *Task) bool {
 		return false
 	}
 	s.queues[t.prio].remove(t)
+	s.gate.release(t, s.cfg.BackgroundRate)
 	t.state = cancelled
 	s.cancelledN++
 	return true
@@ -244,6 +263,9 @@ func (s *Scheduler) pickLocked() *Task {
 		}
 	}
 	if s.closed || nonDemand < s.cfg.Workers-s.cfg.Reserved {
+		if !s.closed && !s.gate.open(s, s.queues[Background].peek()) {
+			return nil // the cap's timer wakes a worker when it is paid for
+		}
 		return s.queues[Background].pop()
 	}
 	return nil
@@ -284,6 +306,9 @@ func (s *Scheduler) Spare(prio Priority) int {
 		spare = min(spare, s.readaheadWorkers()-nonDemand-s.queues[Readahead].n)
 	case Background:
 		spare = min(spare, s.cfg.Workers-s.cfg.Reserved-nonDemand-s.queues[Readahead].n-s.queues[Background].n)
+		if s.cfg.BackgroundRate > 0 {
+			spare = 0 // a capped fetch gains nothing from more connections
+		}
 	}
 	return max(spare, 0)
 }
@@ -293,6 +318,7 @@ func (s *Scheduler) Spare(prio Priority) int {
 func (s *Scheduler) Close() {
 	s.mu.Lock()
 	s.closed = true
+	s.gate.stop()
 	s.mu.Unlock()
 	s.cancel()
 	s.cond.Broadcast()
@@ -306,7 +332,8 @@ type Stats struct {
 	Running   [numPriorities]int   `stat:"running_background,running_readahead,running_demand" kind:"gauge"` // tasks running, by priority
 	Submitted [numPriorities]int64 // tasks submitted, by first priority
 	Completed [numPriorities]int64 // tasks run, by the priority they ended at
-	Raised    int64                `stat:"raised"` // tasks moved to a higher priority
+	Raised    int64                `stat:"raised"`                 // tasks moved to a higher priority
+	Throttled time.Duration        `stat:"background_throttle_ns"` // time background tasks waited for Config.BackgroundRate, summed
 	Cancelled int64                // tasks cancelled before they started
 }
 
@@ -315,7 +342,7 @@ func (s *Scheduler) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Workers: s.cfg.Workers, Running: s.running, Submitted: s.submitted,
-		Completed: s.completed, Raised: s.raised, Cancelled: s.cancelledN}
+		Completed: s.completed, Raised: s.raised, Cancelled: s.cancelledN, Throttled: s.gate.waited}
 	for p := range s.queues {
 		st.Queued[p] = s.queues[p].n
 	}

@@ -340,3 +340,62 @@ func TestQueueWaitIsObservedByPriority(t *testing.T) {
 		t.Errorf("background task waited %v in the histogram, held %v", got, held)
 	}
 }
+
+// Background tasks with a cost start no faster than the rate pays for
+// them, whatever the pool's size; a demand task never waits for the
+// cap, and a background task raised to readahead leaves it at once.
+func TestBackgroundRateHoldsCostedTasks(t *testing.T) {
+	const rate = 1 << 20 // bytes per second
+	const cost = 64 << 10
+	s := New(Config{Workers: 8, BackgroundRate: rate})
+	defer s.Close()
+	start := time.Now()
+	var mu sync.Mutex
+	var starts []time.Duration
+	var wg sync.WaitGroup
+	const n = 6
+	for range n {
+		wg.Add(1)
+		s.SubmitCost("bulk", Background, cost, func(context.Context) {
+			mu.Lock()
+			starts = append(starts, time.Since(start))
+			mu.Unlock()
+			wg.Done()
+		})
+	}
+	// A demand task submitted behind them runs while they wait.
+	demand := make(chan time.Duration, 1)
+	s.SubmitCost("hot", Demand, 8<<20, func(context.Context) { demand <- time.Since(start) })
+	d := <-demand
+	wg.Wait()
+	// Each background task starts only once its bytes and those before
+	// it are paid for: the k-th (from 1) at k × cost / rate at the
+	// earliest. That is a lower bound the limiter guarantees, not a
+	// timing a loaded machine could miss.
+	per := costOf(cost, rate)
+	for k, at := range starts {
+		if min := time.Duration(k+1) * per; at < min {
+			t.Errorf("background task %d started at %v, before its bytes were paid for at %v", k+1, at, min)
+		}
+	}
+	if last := starts[n-1]; d >= last {
+		t.Errorf("the demand task ran at %v, after the last capped background task (%v)", d, last)
+	}
+	if s.Stats().Throttled <= 0 {
+		t.Error("no throttled time counted")
+	}
+
+	// Raised out of the background queue, a task no longer waits.
+	s2 := New(Config{Workers: 2, BackgroundRate: 1}) // a byte a second: the first costed task waits ~forever
+	defer s2.Close()
+	ran := make(chan struct{})
+	task := s2.SubmitCost("bulk", Background, 1<<20, func(context.Context) { close(ran) })
+	time.Sleep(10 * time.Millisecond) // let a worker look at it and arm the gate
+	select {
+	case <-ran:
+		t.Fatal("a task costing a day at the rate ran at once")
+	default:
+	}
+	s2.Raise(task, Readahead)
+	<-ran
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/segfs/segfs/cache"
@@ -35,11 +34,7 @@ type partCall struct {
 	err     error
 	fetched bool
 	prio    prefetch.Priority // the highest priority asked for it; Demand: a reader waits on it
-	// unthrottled is set once prio is above Background: the fetch is no
-	// longer held to Config.BackgroundBandwidth. Atomic: the fetch
-	// reads it as bytes arrive, without mu.
-	unthrottled atomic.Bool
-	ranges      []*prefetch.Task // the other ranges' tasks while a split fetch runs (split.go)
+	ranges  []*prefetch.Task  // the other ranges' tasks while a split fetch runs (split.go)
 }
 
 // startPart makes sure part idx of obj is in flight at prio or higher,
@@ -73,9 +68,6 @@ func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefe
 	}
 	if call := r.inflight[k]; call != nil {
 		call.prio = max(call.prio, prio)
-		if prio > prefetch.Background {
-			call.unthrottled.Store(true)
-		}
 		task, ranges := call.task, call.ranges
 		r.mu.Unlock()
 		if task != nil { // else its creator raises it once submitted
@@ -100,7 +92,6 @@ func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefe
 
 	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), gone: make(chan struct{}),
 		buf: &partBuf{refs: 1}, prio: prio, fill: f}
-	call.unthrottled.Store(prio > prefetch.Background)
 	r.mu.Lock()
 	if r.closed || r.inflight[k] != nil {
 		r.mu.Unlock()
@@ -122,7 +113,9 @@ func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefe
 	}
 	// Submit outside mu: after the scheduler is closed it runs the task
 	// at once, on this goroutine.
-	task := r.sched.Submit(group, prio, func(ctx context.Context) { r.runFetch(ctx, call) })
+	// The part's length is its cost under the background cap
+	// (prefetch.Config.BackgroundRate).
+	task := r.sched.SubmitCost(group, prio, r.partLen(obj, idx), func(ctx context.Context) { r.runFetch(ctx, call) })
 	r.mu.Lock()
 	call.task = task
 	now := call.prio // raised by a reader that joined before the task existed
@@ -143,7 +136,6 @@ func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefe
 func (r *Reader) joinLocked(call *partCall) []*prefetch.Task {
 	r.retainLocked(call.buf)
 	call.prio = prefetch.Demand
-	call.unthrottled.Store(true)
 	tasks := make([]*prefetch.Task, 0, 1+len(call.ranges))
 	if call.task != nil {
 		tasks = append(tasks, call.task)

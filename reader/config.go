@@ -56,11 +56,6 @@ type Config struct {
 	// first seen, has its small files and the heads and tails of its
 	// larger files fetched at once, into the range tier.
 	SegmentPrefetch bool
-	// BackgroundBandwidth, if positive, caps the bytes per second that
-	// background part fetches receive, summed over all of them (warm.go).
-	// A fetch raised to readahead or demand (a reader came to wait on
-	// it) is no longer held to it; those priorities never are. 0: no cap.
-	BackgroundBandwidth int64
 	// Frames configures the reads of seekable zstd objects (frames.go).
 	Frames FrameConfig
 	// Logger receives warnings. Default slog.Default().

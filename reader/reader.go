@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/time/rate"
-
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
@@ -61,7 +59,6 @@ type Reader struct {
 	policies []prefetch.Policy
 	frames   *FrameReader
 	whole    *promoter      // nil unless cfg.Passthrough
-	bgLimit  *rate.Limiter  // paces background fetches; nil: no cap (warm.go)
 	bufs     chan []byte    // free part buffers, at most one per worker
 	putq     chan *partCall // hands fetched parts to the writers; closed by Close
 	stop     chan struct{}  // closed by Close: ends sweepStreams
@@ -128,7 +125,6 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 		r.learned.loaded = profile != nil
 	}
 	r.policies = prefetch.Policies(cfg.Prefetch, cfg.SegmentPrefetch, profile)
-	r.bgLimit = newBackgroundLimiter(cfg.BackgroundBandwidth)
 	r.frames, err = newFrameReader(r, cfg.Frames)
 	if err != nil {
 		return nil, err

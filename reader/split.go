@@ -50,11 +50,6 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 	r.mu.Lock()
 	prio := call.prio
 	r.mu.Unlock()
-	if r.bgLimit != nil && !call.unthrottled.Load() {
-		// Held to the background cap: one GET, whose bytes are paced
-		// as they arrive (a split would fetch around the pacing).
-		return fetcher.ReadRangeProgress(ctx, r.store, call.obj, base, buf, r.paced(ctx, call, progress))
-	}
 	ranges := r.splitRanges(int64(len(buf)), prio)
 	if len(ranges) == 1 {
 		return fetcher.ReadRangeProgress(ctx, r.store, call.obj, base, buf, progress)

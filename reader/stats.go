@@ -28,18 +28,17 @@ type Stats struct {
 	RangeReads atomic.Int64 `stat:"range_reads"` // by a GET of their own range (cold small reads)
 
 	// Part fetches.
-	PartsFetched  atomic.Int64 `stat:"parts_fetched"`          // whole parts fetched
-	PartsSplit    atomic.Int64 `stat:"parts_split"`            // part fetches split into several GETs run in parallel
-	SplitGets     atomic.Int64 `stat:"split_gets"`             // the GETs of those split fetches
-	FetchedBytes  atomic.Int64 `stat:"fetched_bytes"`          // bytes fetched (parts and ranges)
-	FetchErrors   atomic.Int64 `stat:"fetch_errors"`           // part fetches that failed
-	NoSpace       atomic.Int64 `stat:"no_space"`               // fetched parts the disk cache had no room for
-	StartedDemand atomic.Int64 `stat:"started_demand"`         // part fetches started for a waiting reader
-	StartedAhead  atomic.Int64 `stat:"started_readahead"`      // part fetches started as readahead
-	StartedBack   atomic.Int64 `stat:"started_background"`     // part fetches started in the background
-	FetchNanos    atomic.Int64 `stat:"fetch_ns"`               // time part fetches spent receiving, summed over fetches
-	PutNanos      atomic.Int64 `stat:"cache_put_ns"`           // time spent storing fetched parts in the disk cache, summed
-	ThrottleNanos atomic.Int64 `stat:"background_throttle_ns"` // time background fetches waited for --background-bandwidth, summed
+	PartsFetched  atomic.Int64 `stat:"parts_fetched"`      // whole parts fetched
+	PartsSplit    atomic.Int64 `stat:"parts_split"`        // part fetches split into several GETs run in parallel
+	SplitGets     atomic.Int64 `stat:"split_gets"`         // the GETs of those split fetches
+	FetchedBytes  atomic.Int64 `stat:"fetched_bytes"`      // bytes fetched (parts and ranges)
+	FetchErrors   atomic.Int64 `stat:"fetch_errors"`       // part fetches that failed
+	NoSpace       atomic.Int64 `stat:"no_space"`           // fetched parts the disk cache had no room for
+	StartedDemand atomic.Int64 `stat:"started_demand"`     // part fetches started for a waiting reader
+	StartedAhead  atomic.Int64 `stat:"started_readahead"`  // part fetches started as readahead
+	StartedBack   atomic.Int64 `stat:"started_background"` // part fetches started in the background
+	FetchNanos    atomic.Int64 `stat:"fetch_ns"`           // time part fetches spent receiving, summed over fetches
+	PutNanos      atomic.Int64 `stat:"cache_put_ns"`       // time spent storing fetched parts in the disk cache, summed
 
 	// Prefetch and sequential readers.
 	FillPaused     atomic.Int64 `stat:"fill_paused"`     // background part fetches taken back for a sequential reader

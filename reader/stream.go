@@ -124,7 +124,6 @@ func (r *Reader) pauseFillLocked(st *stream) (pump []*fill) {
 		if k.idx <= reach {
 			if k.idx >= st.pos {
 				call.prio = max(call.prio, prefetch.Readahead)
-				call.unthrottled.Store(true) // readahead is never held to the background cap
 				r.sched.Raise(call.task, prefetch.Readahead)
 			}
 			continue

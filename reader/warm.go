@@ -5,69 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
 )
 
-// Warming and the background cap: an operator's `segfs warm` fetches
-// files into the cache at background priority, and
-// Config.BackgroundBandwidth paces every background fetch (a warm, a
-// fill, --prefetch all) so that they leave the link to the reads of a
-// search.
-
-// newBackgroundLimiter returns the limiter of a cap of bps bytes per
-// second, or nil for none. Its burst, the most bytes one wait may take,
-// is a tenth of a second of the cap, at least 64 KiB: small enough that
-// a warm's rate holds over a second, large enough that a fast cap does
-// not wait once per body read.
-func newBackgroundLimiter(bps int64) *rate.Limiter {
-	if bps <= 0 {
-		return nil
-	}
-	return rate.NewLimiter(rate.Limit(bps), int(max(bps/10, 64<<10)))
-}
-
-// paced wraps a fetch's progress callback (cumulative bytes filled)
-// so that each new byte first waits for the background cap, for as long
-// as the call is held to it: a reader that comes to wait on the part
-// raises it (partCall.unthrottled), and from then on the bytes flow at
-// once. Waiting in the callback delays the fetch's next read of the
-// body, so the connection's window closes and the sender slows: the cap
-// holds on the wire, not just in segfs. A wait ends early when ctx is
-// done.
-func (r *Reader) paced(ctx context.Context, call *partCall, progress func(int)) func(int) {
-	last := 0
-	burst := r.bgLimit.Burst()
-	return func(filled int) {
-		n := filled - last
-		last = filled
-		for n > 0 && !call.unthrottled.Load() {
-			take := min(n, burst)
-			n -= take
-			res := r.bgLimit.ReserveN(time.Now(), take)
-			d := res.Delay()
-			if d == 0 {
-				continue
-			}
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-				r.stats.ThrottleNanos.Add(int64(d))
-			case <-ctx.Done():
-				t.Stop()
-				res.Cancel()
-				n = 0
-			}
-		}
-		if progress != nil {
-			progress(filled)
-		}
-	}
-}
+// Warming: an operator's `segfs warm` fetches files into the cache at
+// background priority, where the scheduler holds them to
+// prefetch.Config.BackgroundRate (--background-bandwidth) beside a
+// search's reads.
 
 // Cached returns how many bytes of e's stored object are cached: its
 // parts in the disk cache, the memory tier or held for a reader. An

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/segfs/segfs/prefetch"
 )
@@ -104,31 +105,39 @@ func TestWarmStopsWithItsContext(t *testing.T) {
 	}
 }
 
-// Background fetches wait for the cap; a fetch a reader waits on does
-// not, and without a cap nothing waits.
-func TestBackgroundBandwidthPacesOnlyBackground(t *testing.T) {
+// A warm's fetches are held to the scheduler's background cap (they
+// declare their part's length as cost); a demand read is not, and
+// without a cap nothing waits.
+func TestWarmHeldToTheBackgroundRate(t *testing.T) {
 	const ps = 64 << 10
 	store := newMemStore()
 	e := Entry{Name: "a", Obj: store.put("a", randomBytes(1, 4*ps))}
-	capped := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None, BackgroundBandwidth: 1 << 20})
+	newCapped := func(rate int64) (*Reader, *prefetch.Scheduler) {
+		sched := prefetch.New(prefetch.Config{Workers: 2, BackgroundRate: rate})
+		r := mustNew(t, store, newFakeCache(), sched, Config{PartSize: ps, Prefetch: prefetch.None})
+		t.Cleanup(func() { r.Close(); sched.Close() })
+		return r, sched
+	}
+	capped, sched := newCapped(1 << 20)
 	if _, err := capped.ReadAt(context.Background(), e.Obj, make([]byte, ps), 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return capped.Stats().InflightParts.Load() == 0 })
-	if n := capped.Stats().ThrottleNanos.Load(); n != 0 {
-		t.Errorf("a demand read waited %dns for the background cap", n)
+	if d := sched.Stats().Throttled; d != 0 {
+		t.Errorf("a demand read waited %v for the background cap", d)
 	}
 	if err := capped.Warm(context.Background(), []Entry{e}, func(WarmProgress) {}); err != nil {
 		t.Fatal(err)
 	}
-	if capped.Stats().ThrottleNanos.Load() == 0 {
-		t.Error("a warm past the cap's burst never waited for it")
+	// Three parts of 64 KiB at 1 MiB/s: each waits for its own bytes.
+	if d := sched.Stats().Throttled; d < 3*ps*time.Second/(1<<20) {
+		t.Errorf("a capped warm of three parts waited %v in all", d)
 	}
-	free := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None})
+	free, fsched := newCapped(0)
 	if err := free.Warm(context.Background(), []Entry{e}, func(WarmProgress) {}); err != nil {
 		t.Fatal(err)
 	}
-	if n := free.Stats().ThrottleNanos.Load(); n != 0 {
-		t.Errorf("without a cap a warm waited %dns", n)
+	if d := fsched.Stats().Throttled; d != 0 {
+		t.Errorf("without a cap a warm waited %v", d)
 	}
 }

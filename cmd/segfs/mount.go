@@ -43,7 +43,7 @@ type mountCmd struct {
 	Passthrough         bool          `name:"passthrough" help:"Copy each object whose parts are all cached into one whole-object file in the cache (it counts toward --cache-size), and hand later opens of it to the kernel, which then serves their reads from that file without segfs (FUSE passthrough: Linux 6.9+, root). The file is checked as it is built and sealed; a change to it is found at open. Off by default: it costs a second copy of each cached object on disk."`
 	DropAfterRead       bool          `name:"drop-after-read" default:"true" negatable:"" help:"When the last open handle of a file larger than --part-size is closed after reading the whole file (a copy out of the mount), ask the kernel to drop the file's pages from its page cache: a copy of a shard does not push other files' pages out, and the kernel reuses that memory for the next file. The bytes stay in segfs's caches. --no-drop-after-read keeps them."`
 	MetricsAddr         string        `name:"metrics-addr" help:"Serve metrics in the Prometheus text format at http://ADDR/metrics, with latency histograms, and the same counters as one JSON object at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
-	BackgroundBandwidth byteSize      `name:"background-bandwidth" default:"0" placeholder:"RATE" help:"Most bytes per second that background fetches (segfs warm, the rest of opened files, --prefetch all) receive together, e.g. 50MiB; a read that waits on such a fetch lifts the cap from it. Reads and readahead are never capped. 0: no cap."`
+	BackgroundBandwidth byteSize      `name:"background-bandwidth" default:"0" placeholder:"RATE" help:"Most bytes per second that background fetches (segfs warm, the rest of opened files, --prefetch all) start together, e.g. 50MiB: each part fetch waits in the queue until its bytes are paid for at this rate, and then runs at full speed; a read that comes to wait on one lifts the cap from it. Reads and readahead are never capped. 0: no cap."`
 	PprofAddr           string        `name:"pprof-addr" help:"Serve Go profiles (heap, goroutines, CPU on demand) at http://ADDR/debug/pprof/ (e.g. 127.0.0.1:6060), on a listener of their own: --metrics-addr never serves them. Off by default: profiles show the process's memory."`
 	Debug               bool          `help:"Log every FUSE request (very verbose)."`
 
@@ -150,18 +150,17 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	defer pc.Close()
 	setMemoryLimit(memoryBoundOf(c, src.keys), log)
 
-	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved()})
+	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved(), BackgroundRate: int64(c.BackgroundBandwidth)})
 	defer sched.Close()
 	rd, err := reader.New(store, pc, sched, reader.Config{
-		Source:              fetcher.CacheSource(store),
-		PartSize:            int64(c.PartSize),
-		MemoryLimit:         int64(c.MemoryCache),
-		Prefetch:            prefetch.Mode(c.Prefetch),
-		Passthrough:         c.Passthrough,
-		DropAfterRead:       c.DropAfterRead,
-		SplitSize:           int64(c.SplitSize),
-		SegmentPrefetch:     c.SegmentPrefetch,
-		BackgroundBandwidth: int64(c.BackgroundBandwidth),
+		Source:          fetcher.CacheSource(store),
+		PartSize:        int64(c.PartSize),
+		MemoryLimit:     int64(c.MemoryCache),
+		Prefetch:        prefetch.Mode(c.Prefetch),
+		Passthrough:     c.Passthrough,
+		DropAfterRead:   c.DropAfterRead,
+		SplitSize:       int64(c.SplitSize),
+		SegmentPrefetch: c.SegmentPrefetch,
 		Frames: reader.FrameConfig{
 			CacheBytes:   int64(c.FrameCache),
 			DecodeBytes:  int64(c.DecodeMemory),
