@@ -61,7 +61,7 @@ func NewRoot(entries []reader.Entry, rd *reader.Reader, attr Attr, log *slog.Log
 	attr.DirMode &= 0o555
 	r := &Root{
 		dirNode: dirNode{mtime: time.Now()},
-		entries: shown(entries, log),
+		entries: Shown(entries, log),
 		reader:  rd,
 		log:     log,
 		attr:    attr,
@@ -70,11 +70,14 @@ func NewRoot(entries []reader.Entry, rd *reader.Reader, attr Attr, log *slog.Log
 	return r
 }
 
-// shown returns the entries the tree shows, in their order: those whose
-// name is usable and not also a directory's. Each one left out is logged
-// once. Only usable names imply directories, so a key such as "a//b" or
-// "a/.." hides nothing but itself.
-func shown(entries []reader.Entry, log *slog.Logger) []reader.Entry {
+// Shown returns the entries a tree of entries shows, in their order:
+// those whose name is usable (reader.ValidName) and not also a
+// directory's. Each one left out is logged once. Only usable names imply
+// directories, so a key such as "a//b" or "a/.." hides nothing but
+// itself. NewRoot keeps these; a command that writes the files out
+// (segfs restore) writes these, so it never writes what a mount would
+// not show.
+func Shown(entries []reader.Entry, log *slog.Logger) []reader.Entry {
 	out := make([]reader.Entry, 0, len(entries))
 	for _, e := range entries {
 		if !reader.ValidName(e.Name) {

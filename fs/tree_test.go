@@ -26,7 +26,7 @@ func TestUnusableKeysHideOnlyThemselves(t *testing.T) {
 		entries = append(entries, reader.Entry{Name: k, Obj: fetcher.Object{Key: k, ETag: `"e"`, Size: 1}})
 	}
 	var names []string
-	for _, e := range shown(entries, slog.New(slog.DiscardHandler)) {
+	for _, e := range Shown(entries, slog.New(slog.DiscardHandler)) {
 		names = append(names, e.Name)
 	}
 	// "d" is a real directory's name as well as a file's: that file is

@@ -23,6 +23,7 @@ type cli struct {
 	Push    pushCmd    `cmd:"" help:"Upload a local shard directory to a store in the layout segfs mounts, compressing the selected files."`
 	Status  statusCmd  `cmd:"" help:"Report on a running mount: source, uptime, cache use, hit ratios, GETs, fetches in flight and queued, errors, and how much of each file is cached (the largest first)."`
 	Warm    warmCmd    `cmd:"" help:"Have a running mount fetch files or directories (default: all) into its cache at background priority, and show its progress. Exit 0 when all are cached, 1 naming those that failed; Ctrl-C stops the warm, not the mount."`
+	Restore restoreCmd `cmd:"" help:"Write the files of SOURCE (with its layout, as a mount shows them) into the local directory DEST_DIR from parallel part fetches, each verified before it gets its name; a second run completes an interrupted one. Exit 0 when every file is restored and verified, 1 naming those that failed, 2 on usage errors or a DEST_DIR holding other files, 130 when interrupted."`
 	Verify  verifyCmd  `cmd:"" help:"Check every file of SOURCE (a store, or a local directory): lengths, Lucene footers, checksums against a layout's metadata; --deep every byte. Exit 0 when all are intact, 1 when any is damaged or missing, 2 on usage or access errors."`
 }
 

@@ -136,8 +136,17 @@ func statsSnapshot(store fetcher.Store, rd *reader.Reader, root *segfs.Root, sch
 
 // counterStructs are the structs of counters of every package, as
 // /stats and /metrics read them.
+// root and pc may be nil (segfs restore has no tree, and maybe no
+// cache): their counters are then left out.
 func counterStructs(store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache) []any {
-	return []any{store.Counters(), rd.Stats(), root.Stats(), sched.Stats(), pc.Stats()}
+	out := []any{store.Counters(), rd.Stats(), sched.Stats()}
+	if root != nil {
+		out = append(out, root.Stats())
+	}
+	if pc != nil {
+		out = append(out, pc.Stats())
+	}
+	return out
 }
 
 func b2i(b bool) int64 {

@@ -64,6 +64,7 @@ func TestStoreFlagsConfig(t *testing.T) {
 		{"mount", "s3://bucket", "/mnt"},
 		{"verify", "s3://bucket"},
 		{"push", "/tmp/shard", "s3://bucket"},
+		{"restore", "s3://bucket", "/tmp/dest"},
 	} {
 		var c cli
 		p, err := kong.New(&c, kong.Name("segfs"))
@@ -73,7 +74,7 @@ func TestStoreFlagsConfig(t *testing.T) {
 		if _, err := p.Parse(append(cmd[:1:1], append(flags, cmd[1:]...)...)); err != nil {
 			t.Fatalf("%s: %v", cmd[0], err)
 		}
-		f := map[string]storeFlags{"mount": c.Mount.storeFlags, "verify": c.Verify.storeFlags, "push": c.Push.storeFlags}[cmd[0]]
+		f := map[string]storeFlags{"mount": c.Mount.storeFlags, "verify": c.Verify.storeFlags, "push": c.Push.storeFlags, "restore": c.Restore.storeFlags}[cmd[0]]
 		log := slog.New(slog.DiscardHandler)
 		got := f.config(7*time.Second, 12, log)
 		want := fetcher.Config{Region: "eu-west-3", Endpoint: "http://127.0.0.1:7070", PathStyle: true,

@@ -290,40 +290,70 @@ func (c *verifyCmd) checkFile(ctx context.Context, f verifyFile, progress func(i
 		return damaged("open: %v", err)
 	}
 	defer closeFn()
-	tail := make([]byte, lucene.FooterLength)
-	if n, err := read(ctx, tail, f.size-lucene.FooterLength); err != nil || n != len(tail) {
-		return damaged("reading the footer: %d of %d bytes: %v", n, len(tail), err)
+	var buf []byte
+	if c.Deep {
+		buf = make([]byte, verifyChunk)
 	}
-	footer, err := lucene.ParseFooter(tail)
+	footer, err := checkLucene(ctx, read, f.size, f.expected, buf, progress)
+	if footer != nil {
+		r.Footer = hex32(footer.Checksum)
+	}
 	if err != nil {
 		return damaged("%v", err)
 	}
-	r.Footer = hex32(footer.Checksum)
-	if f.expected != nil && footer.Checksum != *f.expected {
-		return damaged("footer checksum %s, the metadata says %s", r.Footer, r.Expected)
+	if c.Deep {
+		r.Computed = r.Footer
 	}
-	if !c.Deep {
-		return r
+	return r
+}
+
+// checkLucene checks the Lucene file of size bytes that read reads: its
+// footer is valid and, when expected is not nil, holds that checksum;
+// with a non-nil buf (--deep) the CRC32 of every byte before the
+// checksum, read in order in chunks of len(buf) and each counted to
+// progress (if not nil), matches it. verify and restore share it, so a
+// file passes the same checks wherever it lies. It returns the footer
+// once parsed (nil before), and an error of one line saying what is
+// wrong; a tail that is not a footer gives an error wrapping
+// lucene.ErrCorrupt and a nil footer (restore takes such a file, with no
+// checksum from a layout, for one that is not a Lucene file).
+func checkLucene(ctx context.Context, read readAtFunc, size int64, expected *uint64, buf []byte, progress func(int)) (*lucene.Footer, error) {
+	if size < lucene.FooterLength {
+		return nil, fmt.Errorf("%w: %d bytes: shorter than a Lucene footer", lucene.ErrCorrupt, size)
 	}
-	ck := lucene.NewChecker(f.size)
-	buf := make([]byte, verifyChunk)
-	for off := int64(0); off < f.size; {
-		n, err := read(ctx, buf[:min(int64(len(buf)), f.size-off)], off)
+	tail := make([]byte, lucene.FooterLength)
+	if n, err := read(ctx, tail, size-lucene.FooterLength); err != nil || n != len(tail) {
+		return nil, fmt.Errorf("reading the footer: %d of %d bytes: %v", n, len(tail), err)
+	}
+	footer, err := lucene.ParseFooter(tail)
+	if err != nil {
+		return nil, err
+	}
+	if expected != nil && footer.Checksum != *expected {
+		return &footer, fmt.Errorf("footer checksum %s, the metadata says %s", hex32(footer.Checksum), hex32(*expected))
+	}
+	if buf == nil {
+		return &footer, nil
+	}
+	ck := lucene.NewChecker(size)
+	for off := int64(0); off < size; {
+		n, err := read(ctx, buf[:min(int64(len(buf)), size-off)], off)
 		if err != nil {
-			return damaged("read at %d: %v", off, err)
+			return &footer, fmt.Errorf("read at %d: %w", off, err)
 		}
 		if n == 0 {
-			return damaged("ends at %d of %d bytes", off, f.size)
+			return &footer, fmt.Errorf("ends at %d of %d bytes", off, size)
 		}
 		ck.Write(buf[:n])
-		progress(n)
+		if progress != nil {
+			progress(n)
+		}
 		off += int64(n)
 	}
 	if _, err := ck.Check(); err != nil {
-		return damaged("%v", err)
+		return &footer, err
 	}
-	r.Computed = r.Footer
-	return r
+	return &footer, nil
 }
 
 func hex32(v uint64) string { return fmt.Sprintf("%08x", v) }
