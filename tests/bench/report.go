@@ -18,6 +18,10 @@ import (
 const (
 	sysSegfs    = "segfs"
 	sysSegfsAll = "segfs-prefetch-all"
+	// sysSegfsRestore is segfs restore: the shard written straight to a
+	// directory from part fetches, no mount.
+	sysSegfsRestore        = "segfs-restore"
+	sysSegfsRestoreNoCache = "segfs-restore-no-cache"
 	// sysSegfsPassthrough reads case 5 with --passthrough, from
 	// whole-object files the kernel serves.
 	sysSegfsPassthrough = "segfs-passthrough"
@@ -51,7 +55,7 @@ const (
 // caseOrder and systemOrder sort the records for the table and the file.
 var (
 	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources, casePush, caseCmpSeq, caseCmpRandom, caseLuceneOpen}
-	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsPassthrough, sysSegfsMmap, sysRaw, sysHybrid}
+	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsRestore, sysSegfsRestoreNoCache, sysSegfsPassthrough, sysSegfsMmap, sysRaw, sysHybrid}
 )
 
 // SortRecords orders records by case, baselines before segfs within a
