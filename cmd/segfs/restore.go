@@ -51,8 +51,9 @@ import (
 //   - DEST_DIR holds nothing but an earlier restore of the same source,
 //     or restore writes nothing into it (checkDest).
 //   - Memory is bounded by the flags, whatever the shard's size: at most
-//     --max-fetches pieces are fetched and written at once, each into one
-//     buffer of --part-size (restoreMemoryBound).
+//     restoreWorkers(--max-fetches) pieces are fetched and written at
+//     once, each into one buffer of --part-size, and pieces are handed
+//     out from a cursor, not a list (restoreMemoryBound).
 type restoreCmd struct {
 	Source string `arg:"" name:"SOURCE" help:"The store: s3://bucket[/prefix] or file:///dir (with --layout opensearch, the repository of a remote segment store)."`
 	Dest   string `arg:"" name:"DEST_DIR" help:"Local directory to write the files into: empty or absent (it is created), or holding an earlier restore of the same source, which is completed."`
@@ -62,7 +63,7 @@ type restoreCmd struct {
 	cacheFlags  `embed:""`
 
 	NoCache     bool     `name:"no-cache" help:"Keep no part cache: fetched bytes go to DEST_DIR only. By default the parts also go to the part cache a mount of SOURCE with the same --cache-dir and --part-size reads, so that it starts warm (with the default --cache-size a shard larger than 10GiB keeps only its last parts)."`
-	MaxFetches  int      `name:"max-fetches" default:"16" help:"Most remote reads in flight at once, and pieces being written."`
+	MaxFetches  int      `name:"max-fetches" default:"16" help:"Most remote reads in flight at once (the fetch pool); a quarter more pieces (at least 2 more) are fetched and written at once, so the pool has the next while some are written."`
 	PartSize    byteSize `name:"part-size" default:"8MiB" help:"Size of the aligned pieces fetched, written and cached (a mount reads the cache only with the same --part-size)."`
 	MetricsAddr string   `name:"metrics-addr" help:"Serve the restore's counters as JSON at http://ADDR/stats and in the Prometheus text format at http://ADDR/metrics while it runs, as segfs mount does. Off by default."`
 	Verify      string   `name:"verify" default:"footer" enum:"none,footer,deep" help:"What a file must pass before it gets its name, and to be skipped by a later run: none (its length), footer (its length; for a Lucene file a valid footer, with the checksum the layout's metadata records), deep (also the CRC32 of every byte against the footer, reading the file back)."`
@@ -241,6 +242,17 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return nil, &exitError{2, fmt.Errorf("DEST_DIR %s: %w", dest, err)}
 	}
+	// A DEST_DIR that is a symlink (or under one) is checked, locked
+	// and written where it leads: the walk of checkDest does not follow
+	// a link at its root, and would pass any directory behind one.
+	if real, err := filepath.EvalSymlinks(dest); err != nil {
+		return nil, &exitError{2, fmt.Errorf("DEST_DIR %s: %w", dest, err)}
+	} else if real != dest {
+		dest = real
+		if files, err = planRestore(src, dest, log); err != nil {
+			return nil, err
+		}
+	}
 	lock, err := lockDest(dest)
 	if err != nil {
 		return nil, err
@@ -317,6 +329,18 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 		dirs: map[string]bool{}, sum: sum}
 	if created {
 		r.dirs[filepath.Dir(dest)] = true // holds DEST_DIR's own entry
+	}
+	// A file skipped as present may have been renamed by a run that was
+	// killed before it synced the directory: its directories are synced
+	// again, as if it were restored now.
+	inTodo := make(map[*restoreFile]bool, len(todo))
+	for _, f := range todo {
+		inTodo[f] = true
+	}
+	for _, f := range files {
+		if !inTodo[f] {
+			r.markDirs(f)
+		}
 	}
 	if len(todo) > 0 && term.IsTerminal(int(errOut.Fd())) {
 		r.bar = progressbar.NewOptions64(total,
@@ -533,6 +557,9 @@ func (c *restoreCmd) present(ctx context.Context, files []*restoreFile, sum *res
 // verified at the level of --verify; if not, why ("" when nothing is
 // there).
 func (c *restoreCmd) checkPresent(ctx context.Context, f *restoreFile) (skip bool, why string, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, "", err
+	}
 	fi, err := os.Lstat(f.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -586,7 +613,10 @@ func checkRestored(ctx context.Context, f *restoreFile, file *os.File, level str
 		}
 		return nil
 	}
-	read := func(_ context.Context, p []byte, off int64) (int, error) {
+	read := func(ctx context.Context, p []byte, off int64) (int, error) {
+		if err := ctx.Err(); err != nil {
+			return 0, err // an interrupt stops a deep check at its next chunk
+		}
 		n, err := file.ReadAt(p, off)
 		if errors.Is(err, io.EOF) {
 			err = nil
@@ -629,7 +659,6 @@ type restorer struct {
 	bar      *progressbar.ProgressBar // nil off a terminal
 	files    int                      // files to restore, for the bar
 
-	next        atomic.Int64 // the next piece to take
 	directBytes atomic.Int64 // bytes written with O_DIRECT
 
 	mu       sync.Mutex
@@ -643,28 +672,44 @@ type restorer struct {
 // returns once all of them have returned. Files it could not finish,
 // because ctx ended, have their temporary files removed.
 func (r *restorer) run(ctx context.Context, files []*restoreFile, workers int) {
-	var pieces []piece
+	whole := func(f *restoreFile) bool { return f.entry.Inline != nil || f.entry.Table != nil || f.size == 0 }
+	npieces := 0
 	for _, f := range files {
-		n := len(pieces)
-		if f.entry.Inline != nil || f.entry.Table != nil || f.size == 0 {
-			pieces = append(pieces, piece{f, 0, f.size})
-		} else {
-			for off := int64(0); off < f.size; off += r.partSize {
-				pieces = append(pieces, piece{f, off, min(r.partSize, f.size-off)})
-			}
+		f.left = 1
+		if !whole(f) {
+			f.left = int((f.size + r.partSize - 1) / r.partSize)
 		}
-		f.left = len(pieces) - n
+		npieces += f.left
+	}
+	// The pieces are handed out from a cursor (a file and an offset), in
+	// order: a list of them would grow with the shard, not the flags.
+	var mu sync.Mutex
+	fi, off := 0, int64(0)
+	nextPiece := func() (piece, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fi >= len(files) {
+			return piece{}, false
+		}
+		f := files[fi]
+		p := piece{f, off, f.size - off}
+		if !whole(f) {
+			p.n = min(r.partSize, f.size-off)
+		}
+		if off += p.n; off >= f.size {
+			fi, off = fi+1, 0
+		}
+		return p, true
 	}
 	var wg sync.WaitGroup
-	for range min(workers, len(pieces)) {
+	for range min(workers, npieces) {
 		wg.Go(func() {
 			buf := make([]byte, r.partSize)
-			for {
-				i := r.next.Add(1) - 1
-				if i >= int64(len(pieces)) || ctx.Err() != nil {
+			for ctx.Err() == nil {
+				p, ok := nextPiece()
+				if !ok {
 					return
 				}
-				p := pieces[i]
 				r.pieceDone(ctx, p, r.write(ctx, p, buf), buf)
 			}
 		})
@@ -738,7 +783,13 @@ func (r *restorer) tempFile(f *restoreFile) (*os.File, error) {
 	}
 	// O_NOFOLLOW: whatever appeared there since checkDest, nothing is
 	// written through a link.
-	out, err := os.OpenFile(f.temp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+	// An earlier run's temporary file is unlinked, not truncated: a
+	// file linked there from elsewhere is left as it is, and the new one
+	// is restore's own (O_EXCL).
+	if err := os.Remove(f.temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	out, err := os.OpenFile(f.temp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -748,7 +799,9 @@ func (r *restorer) tempFile(f *restoreFile) (*os.File, error) {
 	// at the fsync, which on this path is what bounds a restore
 	// (docs/BENCH.md). A file system that refuses it is written through
 	// the page cache.
-	if d, err := os.OpenFile(f.temp, os.O_WRONLY|syscall.O_DIRECT|syscall.O_NOFOLLOW, 0); err == nil {
+	// Opened through the descriptor, not the name: the same inode,
+	// whatever happens to the name meanwhile.
+	if d, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", out.Fd()), os.O_WRONLY|syscall.O_DIRECT, 0); err == nil {
 		f.direct = d
 	}
 	return out, nil
@@ -874,12 +927,8 @@ func (r *restorer) restored(f *restoreFile) {
 	defer r.mu.Unlock()
 	r.sum.restored++
 	r.sum.restoredBytes += f.size
-	for d := filepath.Dir(f.path); !r.dirs[d]; d = filepath.Dir(d) {
-		r.dirs[d] = true
-		if d == r.dest || len(d) <= len(r.dest) {
-			break
-		}
-	}
+	r.markDirs(f)
+
 	r.fileEnded()
 	if r.bar == nil {
 		r.log.Info("restored", "file", f.entry.Name, "size", f.size, "took", time.Since(f.start).Round(time.Millisecond))
@@ -993,4 +1042,15 @@ func restoreMemoryBound(c *restoreCmd, keys int) memoryBound {
 		b.Index = (int64(c.CacheSize)/ps + int64(keys)) * indexBytesPerPart
 	}
 	return b
+}
+
+// markDirs records the directories from f's up to DEST_DIR for the
+// final sync. r.mu is held, or r is not yet shared.
+func (r *restorer) markDirs(f *restoreFile) {
+	for d := filepath.Dir(f.path); !r.dirs[d]; d = filepath.Dir(d) {
+		r.dirs[d] = true
+		if d == r.dest || len(d) <= len(r.dest) {
+			break
+		}
+	}
 }

@@ -485,6 +485,24 @@ func TestRestoreRefusesForeignDest(t *testing.T) {
 	sameTree(t, treeOf(t, dest), before)
 }
 
+// A DEST_DIR that is a symlink is checked where it leads: a foreign
+// directory behind a link is refused as it would be without one.
+func TestRestoreRefusesForeignDestBehindALink(t *testing.T) {
+	src, _ := plainShard(t)
+	foreign := t.TempDir()
+	writeTree(t, foreign, map[string][]byte{"index/_0.si": []byte("old"), "index/mine.txt": []byte("keep me")})
+	before := treeOf(t, foreign)
+	link := filepath.Join(t.TempDir(), "dest")
+	if err := os.Symlink(foreign, link); err != nil {
+		t.Fatal(err)
+	}
+	_, code, err := runRestore(t, fileURL(src), link, "--no-cache")
+	if code != 2 || err == nil || !strings.Contains(err.Error(), "index/mine.txt") {
+		t.Fatalf("exit %d, %v; want 2 naming index/mine.txt", code, err)
+	}
+	sameTree(t, treeOf(t, foreign), before)
+}
+
 // Usage errors exit 2 before anything is read.
 func TestRestoreUsage(t *testing.T) {
 	dest := t.TempDir()
