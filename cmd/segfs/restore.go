@@ -848,7 +848,7 @@ func (r *restorer) pieceDone(ctx context.Context, p piece, err error, buf []byte
 	}
 	if f.err != nil {
 		r.discard(f)
-		if ctx.Err() == nil || !errors.Is(f.err, context.Canceled) {
+		if ctx.Err() == nil { // an interrupt's casualties are not restored, not failed
 			r.failed(f)
 		}
 		return
