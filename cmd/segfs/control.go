@@ -104,6 +104,33 @@ func ownDir(dir string) error {
 	return nil
 }
 
+// sweepStaleSockets removes the control sockets in dir that no daemon
+// listens on (a connect is refused): those of segfs processes that were
+// killed, whose mountpoints may never be mounted again. Only sockets
+// named as segfs names them are touched.
+func sweepStaleSockets(dir string, log *slog.Logger) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		stem, ok := strings.CutSuffix(name, ".sock")
+		if !ok || len(stem) != 16 || strings.Trim(stem, "0123456789abcdef") != "" || e.Type()&os.ModeSocket == 0 {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		c, err := net.DialTimeout("unix", p, time.Second)
+		if err == nil {
+			c.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) && os.Remove(p) == nil {
+			log.Debug("removed the control socket of a segfs that is gone", "path", p)
+		}
+	}
+}
+
 // controlServer serves a mount's control socket.
 type controlServer struct {
 	// Immutable after startControl.
@@ -134,6 +161,7 @@ func startControl(f controlFlags, mountpoint string, store fetcher.Store, rd *re
 	if err := ownDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
+	sweepStaleSockets(filepath.Dir(path), log)
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
 		return nil, fmt.Errorf("control socket %s: another segfs answers on it", path)

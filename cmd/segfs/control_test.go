@@ -1,6 +1,8 @@
 package main
 
 import (
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,5 +98,35 @@ func TestOwnDir(t *testing.T) {
 	c, _ := f.socketPath(filepath.Join(base, ".", "m1"))
 	if a == b || a != c || filepath.Dir(a) != dir {
 		t.Errorf("socket paths %s %s %s", a, b, c)
+	}
+}
+
+// A socket no daemon listens on is removed; a live one, and files
+// that are not segfs's sockets, are left.
+func TestSweepStaleSockets(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "00112233445566aa.sock")
+	ln, err := net.Listen("unix", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stale := filepath.Join(dir, "00112233445566bb.sock")
+	l2, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.(*net.UnixListener).SetUnlinkOnClose(false)
+	l2.Close() // the socket file stays, with nobody listening
+	other := filepath.Join(dir, "notes.sock")
+	if err := os.WriteFile(other, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sweepStaleSockets(dir, slog.New(slog.DiscardHandler))
+	for p, want := range map[string]bool{live: true, stale: false, other: true} {
+		_, err := os.Lstat(p)
+		if got := err == nil; got != want {
+			t.Errorf("%s: present %v, want %v", filepath.Base(p), got, want)
+		}
 	}
 }
