@@ -11,7 +11,7 @@ import (
 )
 
 // memoryBound is what bounds segfs's memory, term by term, as the flags
-// set it. README states the same formula; the Go memory limit follows it.
+// set it. docs/DESIGN.md states the same formula; the Go memory limit follows it.
 type memoryBound struct {
 	Parts  int64 // part buffers: the fetch pool's, the writers', the streams' held parts and the free list
 	Ranges int64 // the buffers of cold small reads' own-range GETs, and the range tier's blocks in memory and in flight
@@ -38,7 +38,7 @@ const (
 // sends one synchronous request per thread blocked in a read of the
 // mount and at most max_background (12) asynchronous ones, and go-fuse
 // offers no bound on requests whose input is small (it counts input
-// buffers, which a read does not keep). README says so beside the
+// buffers, which a read does not keep). docs/DESIGN.md says so beside the
 // formula.
 //
 // Part buffers: each of the --max-fetches workers holds one while it

@@ -72,17 +72,28 @@ func (c *mountCmd) reserved() int {
 	return 0
 }
 
+// checkFetchFlags checks --part-size and --max-fetches, which the mount
+// and restore share.
+func checkFetchFlags(partSize byteSize, maxFetches int) error {
+	switch {
+	case partSize < 4096:
+		return fmt.Errorf("--part-size %v: must be at least 4KiB", partSize)
+	case partSize > 1<<30:
+		return fmt.Errorf("--part-size %v: must be at most 1GiB", partSize)
+	case maxFetches < 1 || maxFetches > 1024:
+		return fmt.Errorf("--max-fetches %d: must be between 1 and 1024", maxFetches)
+	}
+	return nil
+}
+
 func (c *mountCmd) validate() error {
 	if err := c.layoutFlags.check(); err != nil {
 		return err
 	}
+	if err := checkFetchFlags(c.PartSize, c.MaxFetches); err != nil {
+		return err
+	}
 	switch {
-	case c.PartSize < 4096:
-		return fmt.Errorf("--part-size %v: must be at least 4KiB", c.PartSize)
-	case c.PartSize > 1<<30:
-		return fmt.Errorf("--part-size %v: must be at most 1GiB", c.PartSize)
-	case c.MaxFetches < 1 || c.MaxFetches > 1024:
-		return fmt.Errorf("--max-fetches %d: must be between 1 and 1024", c.MaxFetches)
 	case c.BackgroundFetches < 0 || c.BackgroundFetches > max(c.MaxFetches-1, 1):
 		return fmt.Errorf("--background-fetches %d: must be between 1 and %d (one fewer than --max-fetches)", c.BackgroundFetches, max(c.MaxFetches-1, 1))
 	case c.MaxRead < 4096 || c.MaxRead > 1<<20:

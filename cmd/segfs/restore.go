@@ -87,13 +87,10 @@ const maxNameLen = 255
 const presentCheckers = 4
 
 func (c *restoreCmd) validate() error {
+	if err := checkFetchFlags(c.PartSize, c.MaxFetches); err != nil {
+		return err
+	}
 	switch {
-	case c.PartSize < 4096:
-		return fmt.Errorf("--part-size %v: must be at least 4KiB", c.PartSize)
-	case c.PartSize > 1<<30:
-		return fmt.Errorf("--part-size %v: must be at most 1GiB", c.PartSize)
-	case c.MaxFetches < 1 || c.MaxFetches > 1024:
-		return fmt.Errorf("--max-fetches %d: must be between 1 and 1024", c.MaxFetches)
 	case c.NoCache && c.CacheDir != "":
 		return errors.New("--no-cache and --cache-dir do not go together")
 	case c.Dest == "":
