@@ -105,15 +105,41 @@ func (c *restoreCmd) validate() error {
 	if fi, err := os.Stat(c.Dest); err == nil && !fi.IsDir() {
 		return fmt.Errorf("DEST_DIR %s is not a directory", c.Dest)
 	}
-	// A cache inside DEST_DIR would be foreign to the next run's check.
-	if c.CacheDir != "" {
-		dest, err1 := filepath.Abs(c.Dest)
-		dir, err2 := filepath.Abs(c.CacheDir)
-		if rel, err := filepath.Rel(dest, dir); err1 == nil && err2 == nil && err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return fmt.Errorf("--cache-dir %s is inside DEST_DIR %s; give it a directory of its own", c.CacheDir, c.Dest)
-		}
+	return c.checkCacheOutside(c.Dest)
+}
+
+// checkCacheOutside refuses a --cache-dir inside dest: it would be
+// foreign to the next run's check of DEST_DIR. Both are compared where
+// their symlinks lead (as far as they exist).
+func (c *restoreCmd) checkCacheOutside(dest string) error {
+	if c.CacheDir == "" {
+		return nil
+	}
+	d, err1 := resolveExisting(dest)
+	dir, err2 := resolveExisting(c.CacheDir)
+	if rel, err := filepath.Rel(d, dir); err1 == nil && err2 == nil && err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("--cache-dir %s is inside DEST_DIR %s; give it a directory of its own", c.CacheDir, c.Dest)
 	}
 	return nil
+}
+
+// resolveExisting returns p as an absolute path with the symlinks of its
+// longest existing prefix resolved.
+func resolveExisting(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	var rest []string
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(append([]string{real}, rest...)...), nil
+		}
+		if dir == filepath.Dir(dir) {
+			return abs, nil
+		}
+		rest = append([]string{filepath.Base(dir)}, rest...)
+	}
 }
 
 // Run restores SOURCE into DEST_DIR and prints a summary on stdout. Exit
@@ -250,6 +276,9 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 			return nil, err
 		}
 	}
+	if err := c.checkCacheOutside(dest); err != nil {
+		return nil, &exitError{2, err}
+	}
 	lock, err := lockDest(dest)
 	if err != nil {
 		return nil, err
@@ -378,6 +407,12 @@ func planRestore(src *source, dest string, log *slog.Logger) ([]*restoreFile, er
 	files := make([]*restoreFile, 0, len(entries))
 	names := make(map[string]bool, len(entries))
 	for _, e := range entries {
+		// Sizes past fetcher.MaxObjectSize are refused by the S3 listing;
+		// this also holds for any other store, and keeps the piece count
+		// from overflowing.
+		if n := e.Size(); n < 0 || n > fetcher.MaxObjectSize {
+			return nil, fmt.Errorf("the source lists %s with %d bytes, a size segfs does not restore", e.Name, n)
+		}
 		f := &restoreFile{entry: e, size: e.Size(),
 			path: filepath.Join(dest, filepath.FromSlash(e.Name)),
 			temp: filepath.Join(dest, filepath.FromSlash(tempName(e.Name)))}
@@ -674,7 +709,10 @@ func (r *restorer) run(ctx context.Context, files []*restoreFile, workers int) {
 	for _, f := range files {
 		f.left = 1
 		if !whole(f) {
-			f.left = int((f.size + r.partSize - 1) / r.partSize)
+			f.left = int(f.size / r.partSize)
+			if f.size%r.partSize != 0 {
+				f.left++
+			}
 		}
 		npieces += f.left
 	}
@@ -844,14 +882,21 @@ func (r *restorer) pieceDone(ctx context.Context, p piece, err error, buf []byte
 		f.err = r.seal(ctx, f, buf)
 	}
 	if f.err != nil {
-		r.discard(f)
-		if ctx.Err() == nil { // an interrupt's casualties are not restored, not failed
-			r.failed(f)
-		}
+		r.giveUp(f)
 		return
 	}
 	f.done = true
 	r.restored(f)
+}
+
+// giveUp removes the temporary file of f, which failed, and counts it
+// failed unless an interrupt is what failed it: those are not restored,
+// not failed. f.mu is held.
+func (r *restorer) giveUp(f *restoreFile) {
+	r.discard(f)
+	if !errors.Is(f.err, context.Canceled) {
+		r.failed(f)
+	}
 }
 
 // seal checks f's complete temporary file at the verify level, gives it

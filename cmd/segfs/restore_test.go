@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/segfs/segfs/compress"
+	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/lucene"
 	"github.com/segfs/segfs/reader"
@@ -503,6 +505,29 @@ func TestRestoreRefusesForeignDestBehindALink(t *testing.T) {
 	sameTree(t, treeOf(t, foreign), before)
 }
 
+// A --cache-dir inside DEST_DIR is refused however it is named: through
+// a symlink to DEST_DIR, or with DEST_DIR named through one.
+func TestRestoreRefusesCacheInDestBehindALink(t *testing.T) {
+	src, _ := plainShard(t)
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "dest")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range [][2]string{
+		{link, filepath.Join(real, "cache")},
+		{real, filepath.Join(link, "cache", "deeper")},
+	} {
+		_, code, err := runRestore(t, fileURL(src), tc[0], "--cache-dir", tc[1])
+		if code != 2 || err == nil || !strings.Contains(err.Error(), "is inside DEST_DIR") {
+			t.Errorf("DEST_DIR %s, --cache-dir %s: exit %d, %v; want 2, the cache inside DEST_DIR", tc[0], tc[1], code, err)
+		}
+	}
+	if ents, _ := os.ReadDir(real); len(ents) != 0 {
+		t.Errorf("DEST_DIR holds %d entries after the refusals; want none", len(ents))
+	}
+}
+
 // Usage errors exit 2 before anything is read.
 func TestRestoreUsage(t *testing.T) {
 	dest := t.TempDir()
@@ -519,6 +544,67 @@ func TestRestoreUsage(t *testing.T) {
 	} {
 		if err := parseRestore(t, args...).validate(); err == nil {
 			t.Errorf("%q: accepted", args)
+		}
+	}
+}
+
+// onMessage runs do once a record with msg is logged.
+type onMessage struct {
+	msg string
+	do  func()
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h onMessage) WithGroup(string) slog.Handler            { return h }
+func (h onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.do()
+	}
+	return nil
+}
+
+// A file whose object goes after the listing fails alone, and once one
+// of its pieces has failed the rest of it is not fetched (its temporary
+// file refuses them): the GETs it costs are those of the pieces already
+// running, not of its size.
+func TestRestoreStopsAFailedFile(t *testing.T) {
+	src, want := plainShard(t)
+	args := []string{"--part-size", "16KiB", "--max-fetches", "2", "--no-cache"}
+	base, code, err := runRestore(t, fileURL(src), t.TempDir(), args...)
+	if code != 0 {
+		t.Fatalf("restore without the big file: exit %d: %v", code, err)
+	}
+
+	const big = "index/_9.fdt"
+	writeTree(t, src, map[string][]byte{big: randomData(9, 4<<20)}) // 256 pieces
+	dest := t.TempDir()
+	gone := onMessage{"restoring", func() { os.Remove(filepath.Join(src, filepath.FromSlash(big))) }}
+	sum, code, err := runRestoreCtx(t, context.Background(), slog.New(gone), fileURL(src), dest, args...)
+	if code != 1 || len(sum.failed) != 1 || sum.failed[0].name != big || sum.restored != len(want) {
+		t.Fatalf("exit %d (%v), %v; want 1, %s failed and the %d others restored", code, err, sum, big, len(want))
+	}
+	if _, err := os.Stat(filepath.Join(dest, filepath.FromSlash(big))); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s after its failure: %v; want no file under its name", big, err)
+	}
+	extra := sum.gets - base.gets
+	t.Logf("the failed file cost %d GETs (%d for the shard without it)", extra, base.gets)
+	if limit := int64(2 * restoreWorkers(2)); extra > limit {
+		t.Errorf("the failed file cost %d GETs; want at most %d (the pieces running when it failed)", extra, limit)
+	}
+}
+
+// A size no object can have, from any store, is refused before anything
+// is planned: a piece count computed from it would overflow.
+func TestRestorePlanRefusesBadSizes(t *testing.T) {
+	for _, size := range []int64{-1, fetcher.MaxObjectSize + 1, 1<<63 - 1} {
+		src := &source{entries: []reader.Entry{
+			{Name: "_0.si", Obj: fetcher.Object{Key: "_0.si", Size: 10}},
+			{Name: "_0.cfs", Obj: fetcher.Object{Key: "_0.cfs", Size: size}},
+		}}
+		_, err := planRestore(src, t.TempDir(), slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("_0.cfs with %d bytes", size)) {
+			t.Errorf("size %d: %v; want an error naming _0.cfs and its size", size, err)
 		}
 	}
 }
