@@ -88,6 +88,11 @@ func ownDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("control directory %s: %w", dir, err)
 	}
+	return checkOwnDir(dir)
+}
+
+// checkOwnDir is ownDir's check, of a directory that exists.
+func checkOwnDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return fmt.Errorf("control directory %s: %w", dir, err)
@@ -134,20 +139,23 @@ func sweepStaleSockets(dir string, log *slog.Logger) {
 // controlServer serves a mount's control socket.
 type controlServer struct {
 	// Immutable after startControl.
-	path    string
-	srv     *http.Server
-	wg      sync.WaitGroup
-	started time.Time
-	src     string
-	mnt     string
-	store   fetcher.Store
-	rd      *reader.Reader
-	root    *segfs.Root
-	sched   *prefetch.Scheduler
-	pc      *cache.Cache
-	log     *slog.Logger
-	ctx     context.Context // cancelled by Close: ends warms
-	cancel  context.CancelFunc
+	path     string
+	srv      *http.Server
+	wg       sync.WaitGroup // Serve
+	handlers sync.WaitGroup // requests being served; Add under mu while !closed
+	mu       sync.Mutex
+	closed   bool // guarded by mu: no request is served after it is set
+	started  time.Time
+	src      string
+	mnt      string
+	store    fetcher.Store
+	rd       *reader.Reader
+	root     *segfs.Root
+	sched    *prefetch.Scheduler
+	pc       *cache.Cache
+	log      *slog.Logger
+	ctx      context.Context // cancelled by Close: ends warms
+	cancel   context.CancelFunc
 }
 
 // startControl listens on the mount's control socket. A socket left by
@@ -184,7 +192,21 @@ func startControl(f controlFlags, mountpoint string, store fetcher.Store, rd *re
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", c.status)
 	mux.HandleFunc("POST /warm", c.warm)
-	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+	// Every handler is counted, so Close returns only once none runs:
+	// a warm's goroutines use the Reader that is closed after it.
+	counted := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			http.Error(w, "the mount is closing", http.StatusServiceUnavailable)
+			return
+		}
+		c.handlers.Add(1)
+		c.mu.Unlock()
+		defer c.handlers.Done()
+		mux.ServeHTTP(w, req)
+	})
+	c.srv = &http.Server{Handler: counted, ReadHeaderTimeout: 5 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	c.wg.Go(func() {
 		if err := c.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -201,9 +223,13 @@ func (c *controlServer) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := c.srv.Shutdown(ctx); err != nil {
-		_ = c.srv.Close()
+		_ = c.srv.Close() // a handler blocked writing to its client returns
 	}
 	c.wg.Wait()
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.handlers.Wait()
 	_ = os.Remove(c.path)
 }
 
@@ -237,6 +263,10 @@ type statusReport struct {
 	TotalBytes    int64            `json:"total_bytes"`
 	Counters      map[string]int64 `json:"counters"` // everything /stats serves
 }
+
+// warmWriteTimeout is how long a warm's client may leave a line of its
+// answer unread before the warm is stopped.
+const warmWriteTimeout = 30 * time.Second
 
 // statusFiles is how many files a status lists without --all.
 const statusFiles = 20
@@ -347,13 +377,17 @@ func (c *controlServer) warm(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	flusher, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
+	// The warm ends with its client: gone, or not reading for
+	// warmWriteTimeout (its writes would hold the warm's workers).
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
 	var mu sync.Mutex // the writer, and the counts below
 	enc := json.NewEncoder(w)
 	emit := func(ev warmEvent) {
-		_ = enc.Encode(ev)
-		if flusher != nil {
-			flusher.Flush()
+		_ = rc.SetWriteDeadline(time.Now().Add(warmWriteTimeout))
+		if enc.Encode(ev) != nil || rc.Flush() != nil {
+			cancel()
 		}
 	}
 	var total, cached int64
@@ -384,7 +418,7 @@ func (c *controlServer) warm(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 	})
-	err = c.rd.Warm(req.Context(), entries, func(p reader.WarmProgress) {
+	err = c.rd.Warm(ctx, entries, func(p reader.WarmProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		if p.Err != nil {
@@ -425,8 +459,25 @@ func controlClient(f controlFlags, mountpoint string) (*http.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(path); err != nil {
+	fi, err := os.Lstat(path)
+	if err != nil {
 		return nil, fmt.Errorf("no segfs serves %s: no control socket at %s (is it mounted by this user? a mount of another user needs its --control-dir)", mountpoint, path)
+	}
+	// What the socket answers is trusted (a warm's paths go to it, its
+	// reports are printed), so it must be the user's own daemon's: in a
+	// directory only the user can write, and owned by the user. Root may
+	// reach any user's, through that user's --control-dir.
+	if os.Geteuid() != 0 {
+		if err := checkOwnDir(filepath.Dir(path)); err != nil {
+			return nil, err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case fi.Mode()&os.ModeSocket == 0:
+			return nil, fmt.Errorf("control socket %s is not a socket", path)
+		case !ok || int(st.Uid) != os.Geteuid():
+			return nil, fmt.Errorf("control socket %s is not owned by uid %d: not this user's segfs", path, os.Geteuid())
+		}
 	}
 	return &http.Client{Transport: &http.Transport{
 		Proxy: nil,

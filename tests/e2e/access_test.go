@@ -3,7 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -270,4 +274,77 @@ func TestAccessGroupMode(t *testing.T) {
 	wantRead(t, m, uid, accessGID, "top.bin")
 	wantRead(t, m, uid, accessGID, "sub/inner.txt")
 	wantRootReads(t, m)
+}
+
+// segfs status as a user other than root trusts only that user's own
+// daemon: a control directory others can write, or a socket another
+// user made in the user's directory, is refused before it is dialled,
+// while the user's own socket is reached.
+func TestStatusTrustsOnlyTheUsersSocket(t *testing.T) {
+	uid, gid := nobody(t)
+	base, err := os.MkdirTemp("", "segfs-access-") // t.TempDir's parent is 0700
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mp := filepath.Join(base, "mnt") // never mounted: the client looks at the socket first
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The socket's name, as segfs names it: a hash of the mountpoint.
+	sum := sha256.Sum256([]byte(mp))
+	sockName := hex.EncodeToString(sum[:8]) + ".sock"
+	// listen serves a status report with no files on dir's socket, owned
+	// by owner.
+	listen := func(dir string, owner int) {
+		ln, err := net.Listen("unix", filepath.Join(dir, sockName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(filepath.Join(dir, sockName), owner, -1); err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, `{"source":"s3://fake/one","mountpoint":%q}`, mp)
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+	}
+	status := func(dir string) (string, error) {
+		out, err := runAs(t, uid, gid, needSegfs(t), "status", "--control-dir", dir, mp)
+		return string(out), err
+	}
+
+	open := filepath.Join(base, "open") // root's, and anyone may write in it
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	listen(open, uid)
+	if _, err := status(open); err == nil || !strings.Contains(err.Error(), "is not owned by uid") {
+		t.Errorf("status through a directory others can write: %v; want it refused", err)
+	}
+
+	mine := filepath.Join(base, "mine") // nobody's own, closed to others
+	if err := os.Mkdir(mine, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(mine, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	listen(mine, 0) // a socket root put there
+	if _, err := status(mine); err == nil || !strings.Contains(err.Error(), "not this user's segfs") {
+		t.Errorf("status through root's socket in the user's directory: %v; want it refused", err)
+	}
+	if err := os.Lchown(filepath.Join(mine, sockName), uid, -1); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := status(mine); err != nil || !strings.Contains(out, "s3://fake/one") {
+		t.Errorf("status through the user's own socket: %q, %v; want the report", out, err)
+	}
 }
