@@ -17,16 +17,46 @@ type MountEntry struct {
 	Source string // e.g. "s3://bucket/prefix"
 }
 
-// FindMount returns the entry of the mount whose mount point is dir (after
-// resolving symlinks in its parent), if any. Stacked mounts return the
-// topmost entry.
-func FindMount(dir string) (MountEntry, bool, error) {
+// CanonicalMountpoint returns dir as the kernel names its mount point:
+// absolute, with every symlink on the way resolved, dir itself included
+// when it is one. Only the parents are resolved by a stat; dir is looked
+// at with lstat, which a dead mount there fails (it is then taken as
+// it is), and whose answer a live segfs mount gives from memory.
+func CanonicalMountpoint(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return MountEntry{}, false, fmt.Errorf("mountinfo: %w", err)
+		return "", err
 	}
-	if parent, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+	for range 40 { // the kernel's limit on links followed
+		parent, err := filepath.EvalSymlinks(filepath.Dir(abs))
+		if err != nil {
+			return "", err
+		}
 		abs = filepath.Join(parent, filepath.Base(abs))
+		fi, err := os.Lstat(abs)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return abs, nil
+		}
+		target, err := os.Readlink(abs)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(parent, target)
+		}
+		abs = filepath.Clean(target)
+	}
+	return "", fmt.Errorf("%s: %w", dir, syscall.ELOOP)
+}
+
+// FindMount returns the entry of the mount whose mount point is dir
+// (CanonicalMountpoint), if any. Stacked mounts return the topmost entry.
+func FindMount(dir string) (MountEntry, bool, error) {
+	abs, err := CanonicalMountpoint(dir)
+	if err != nil {
+		if abs, err = filepath.Abs(dir); err != nil {
+			return MountEntry{}, false, fmt.Errorf("mountinfo: %w", err)
+		}
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {

@@ -65,19 +65,15 @@ func (f controlFlags) socketPath(mountpoint string) (string, error) {
 	return filepath.Join(f.dir(), hex.EncodeToString(sum[:8])+".sock"), nil
 }
 
-// canonicalMountpoint is mountpoint as an absolute path with the
-// symlinks of its parent resolved. The mountpoint itself is not
-// resolved: once mounted, a stat of it reaches the mount.
+// canonicalMountpoint is mountpoint as the kernel names it
+// (segfs.CanonicalMountpoint): a mount on a symlink's target is found by
+// either name.
 func canonicalMountpoint(mountpoint string) (string, error) {
-	abs, err := filepath.Abs(mountpoint)
+	p, err := segfs.CanonicalMountpoint(mountpoint)
 	if err != nil {
 		return "", fmt.Errorf("mountpoint %s: %w", mountpoint, err)
 	}
-	parent, err := filepath.EvalSymlinks(filepath.Dir(abs))
-	if err != nil {
-		return "", fmt.Errorf("mountpoint %s: %w", mountpoint, err)
-	}
-	return filepath.Join(parent, filepath.Base(abs)), nil
+	return p, nil
 }
 
 // ownDir creates dir (0700) if need be and checks that it is the

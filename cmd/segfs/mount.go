@@ -134,6 +134,14 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	if err := checkMountpoint(c.Mountpoint, log); err != nil {
 		return err
 	}
+	// Named from here on as the kernel will name the mount: a mountpoint
+	// given through a symlink is found in mountinfo by readiness and
+	// unmount, and its control socket by status under either name.
+	mp, err := canonicalMountpoint(c.Mountpoint)
+	if err != nil {
+		return err
+	}
+	c.Mountpoint = mp
 
 	if err := c.checkAllowOther(os.Getuid(), fuseConf); err != nil {
 		return err

@@ -613,6 +613,56 @@ func TestNotifyReady(t *testing.T) {
 	}
 }
 
+// A mountpoint named through a symlink is mounted on the link's target,
+// and segfs names it so from the start: READY=1 comes (readiness finds
+// the mount in mountinfo), and status and unmount reach it by either
+// name.
+func TestMountThroughSymlink(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	if _, err := srv.PutBytes(context.Background(), bucket, "a/file", []byte("linked\n")); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	real := filepath.Join(tmp, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(tmp, "link")
+	if err := os.Symlink("real", link); err != nil { // relative, as operators make them
+		t.Fatal(err)
+	}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	sock := filepath.Join(tmp, "notify-"+hex.EncodeToString(suffix[:]))
+	l := listenNotify(t, sock, link, filepath.Join(link, "a", "file"))
+	m := harness.StartMountT(t, harness.MountOptions{
+		Bin:    needSegfs(t),
+		Source: "s3://" + bucket,
+		Server: srv,
+		Env:    append(srv.Env(), "NOTIFY_SOCKET="+sock),
+		Dir:    link,
+	})
+	l.waitFor(t, "READY=1", 30*time.Second)
+	if e, ok, err := segfs.FindMount(real); err != nil || !ok || e.FsType != segfs.FuseType {
+		t.Fatalf("mountinfo at %s: %+v, %v, %v; want the segfs mount", real, e, ok, err)
+	}
+	for _, name := range []string{link, real} {
+		if out, errs, code := segfsCmd(t, "status", name); code != 0 || !strings.Contains(out, "s3://"+bucket) {
+			t.Errorf("segfs status %s: exit %d: %s%s", name, code, out, errs)
+		}
+	}
+	if out, errs, code := segfsCmd(t, "unmount", link); code != 0 {
+		t.Errorf("segfs unmount %s: exit %d: %s%s", link, code, out, errs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), harness.UnmountGrace)
+	defer cancel()
+	if err := m.Wait(ctx); err != nil {
+		t.Errorf("daemon after segfs unmount: %v\n%s", err, m.Log())
+	}
+	assertNotMounted(t, real)
+}
+
 // TestSystemdUnitVerifies runs systemd-analyze verify on
 // dist/segfs@.service, its commands pointed at the built binary and its
 // EnvironmentFile at a copy of dist/segfs.env.example. A copy with an

@@ -1,0 +1,48 @@
+package fs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// CanonicalMountpoint names a directory as the kernel names a mount on
+// it: links in the parents and at the end resolved, relative ones from
+// their own directory; a loop is an error.
+func TestCanonicalMountpoint(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(base, "data", "real")
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{
+		"rel":    "data/real",               // relative, at the end
+		"abs":    real,                      // absolute
+		"chain":  "rel",                     // a link to a link
+		"parent": "data",                    // a link in a parent
+		"loop1":  "loop2", "loop2": "loop1", // a loop
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(base, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, in := range []string{real, filepath.Join(base, "rel"), filepath.Join(base, "abs"),
+		filepath.Join(base, "chain"), filepath.Join(base, "parent", "real"), filepath.Join(base, "data", "..", "data", "real")} {
+		if got, err := CanonicalMountpoint(in); err != nil || got != real {
+			t.Errorf("CanonicalMountpoint(%s) = %q, %v; want %s", in, got, err, real)
+		}
+	}
+	missing := filepath.Join(base, "parent", "absent")
+	if got, err := CanonicalMountpoint(missing); err != nil || got != filepath.Join(base, "data", "absent") {
+		t.Errorf("CanonicalMountpoint(%s) = %q, %v; want the name under the resolved parent", missing, got, err)
+	}
+	if _, err := CanonicalMountpoint(filepath.Join(base, "loop1")); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("a symlink loop: %v; want ELOOP", err)
+	}
+}
