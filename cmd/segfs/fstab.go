@@ -29,12 +29,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
+	"golang.org/x/term"
 )
 
 // init runs before main, so the helper form's arguments are rewritten
@@ -247,9 +250,9 @@ func isFlagChar(c byte) bool {
 // returns the status for the foreground process to exit with: 0 once the
 // daemon reports that the mount serves, else the daemon's own (it has
 // printed why). The daemon runs in a session of its own (no terminal, no
-// SIGHUP when the caller's goes), reads /dev/null, writes to this
-// process's stdout and stderr (the caller's terminal, or the journal),
-// and gets the write end of the ready pipe as fd 3.
+// SIGHUP when the caller's goes) in /, reads /dev/null, writes nothing to
+// stdout, and gets the write end of the ready pipe as fd 3. Its log goes
+// where daemonLog says.
 func daemonize(args []string) int {
 	exe, err := os.Executable()
 	if err != nil {
@@ -261,11 +264,23 @@ func daemonize(args []string) int {
 		fmt.Fprintf(os.Stderr, "segfs: start the mount daemon: ready pipe: %v\n", err)
 		return 1
 	}
+	args, err = absolutePaths(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "segfs: %v\n", err)
+		return 2
+	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, readyFDEnv+"=")
 	}), readyFDEnv+"=3")
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// In /: a daemon in the caller's directory would keep the file
+	// system holding it busy for as long as it serves.
+	cmd.Dir = "/"
+	relay, err := daemonLog(cmd)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "segfs: start the mount daemon: %v\n", err)
+		return 1
+	}
 	cmd.ExtraFiles = []*os.File{w} // fd 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	// Until the mount serves, an interrupt of mount(8) stops the daemon
@@ -278,14 +293,17 @@ func daemonize(args []string) int {
 		return 1
 	}
 	w.Close() // the daemon holds the only write end: its exit ends the read
+	relay.started()
 	go func() {
 		for range sigs {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}()
 	if waitReady(r) {
+		relay.finish()
 		return 0
 	}
+	relay.finish()
 	err = cmd.Wait()
 	var ee *exec.ExitError
 	switch {
@@ -301,6 +319,103 @@ func daemonize(args []string) int {
 		fmt.Fprintf(os.Stderr, "segfs: the mount daemon: %v\n", err)
 		return 1
 	}
+}
+
+// logRelay copies the daemon's log to this process's stderr until the
+// mount serves or fails; nil when the daemon writes to stderr itself.
+type logRelay struct {
+	r, w *os.File
+	done chan struct{}
+}
+
+// daemonLog sets the daemon's stdout to /dev/null and its stderr: this
+// process's own when that is the journal, a file or a character device
+// other than a terminal, which are meant to hold a daemon's log for as
+// long as it runs. A pipe, a socket or a terminal is the caller's (ssh,
+// `$(...)`, a shell), which would then wait on it, or be written to,
+// until the unmount: the daemon's log is relayed to it until the mount
+// serves, and after that goes nowhere (the systemd unit, or `2>>FILE`,
+// keeps it).
+func daemonLog(cmd *exec.Cmd) (*logRelay, error) {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = null
+	if keepsLog(os.Stderr) {
+		cmd.Stderr = os.Stderr
+		return nil, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("log pipe: %w", err)
+	}
+	cmd.Stderr = w
+	l := &logRelay{r: r, w: w, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		_, _ = io.Copy(os.Stderr, r)
+	}()
+	return l, nil
+}
+
+// started closes this process's copy of the pipe's write end once the
+// daemon has its own, so the copy ends when the daemon's end closes.
+func (l *logRelay) started() {
+	if l != nil {
+		l.w.Close()
+	}
+}
+
+// keepsLog reports whether f is where a daemon's log can go for as long
+// as it runs: the journal stream systemd named in JOURNAL_STREAM, a
+// regular file, or a character device that is not a terminal
+// (/dev/null).
+func keepsLog(f *os.File) bool {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return false
+	}
+	if js := os.Getenv("JOURNAL_STREAM"); js != "" && js == fmt.Sprintf("%d:%d", st.Dev, st.Ino) {
+		return true
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		return true
+	case syscall.S_IFCHR:
+		return !term.IsTerminal(int(f.Fd()))
+	}
+	return false
+}
+
+// finish stops relaying: what the daemon wrote before the mount served
+// (or it exited) is copied, then the pipe is closed, and the daemon's
+// later writes to it fail (it takes SIGPIPE: helperForm).
+func (l *logRelay) finish() {
+	if l == nil {
+		return
+	}
+	_ = l.r.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	<-l.done
+	l.r.Close()
+}
+
+// absolutePaths makes the local paths among the mount's flags absolute,
+// as the caller meant them: the daemon runs in /.
+func absolutePaths(args []string) ([]string, error) {
+	out := slices.Clone(args)
+	for i, a := range out {
+		for _, flag := range []string{"--cache-dir=", "--control-dir="} {
+			if v, ok := strings.CutPrefix(a, flag); ok && v != "" && !filepath.IsAbs(v) {
+				abs, err := filepath.Abs(v)
+				if err != nil {
+					return nil, fmt.Errorf("%s%s: %w", flag, v, err)
+				}
+				out[i] = flag + abs
+			}
+		}
+	}
+	return out, nil
 }
 
 // waitReady reads the ready pipe until the ready line or its end, and

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -190,5 +194,53 @@ func TestWaitReady(t *testing.T) {
 		if got := waitReady(strings.NewReader(c.in)); got != c.want {
 			t.Errorf("waitReady(%q) = %v, want %v", c.in, got, c.want)
 		}
+	}
+}
+
+// The daemon runs in /, so the local paths among its flags are made
+// absolute first, as the caller meant them; nothing else changes.
+func TestAbsolutePaths(t *testing.T) {
+	t.Chdir(t.TempDir())
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []string{"mount", "--cache-dir=c", "--control-dir=/run/x", "--part-size=1MiB", "--cache-dir=", "s3://b/p", "mnt"}
+	got, err := absolutePaths(in)
+	want := []string{"mount", "--cache-dir=" + filepath.Join(wd, "c"), "--control-dir=/run/x", "--part-size=1MiB", "--cache-dir=", "s3://b/p", "mnt"}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("absolutePaths(%q) = %q, %v; want %q", in, got, err, want)
+	}
+}
+
+// A daemon's log stays on a file or /dev/null; a pipe is the caller's.
+func TestKeepsLog(t *testing.T) {
+	file, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	t.Setenv("JOURNAL_STREAM", "")
+	if !keepsLog(file) || !keepsLog(null) || keepsLog(w) {
+		t.Errorf("keepsLog: file %v, /dev/null %v, pipe %v; want true, true, false", keepsLog(file), keepsLog(null), keepsLog(w))
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(w.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("JOURNAL_STREAM", fmt.Sprintf("%d:%d", st.Dev, st.Ino))
+	if !keepsLog(w) {
+		t.Errorf("keepsLog of the stream JOURNAL_STREAM names: false; want true")
 	}
 }

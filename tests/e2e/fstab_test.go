@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -422,6 +423,65 @@ func TestFstabDaemonOutlivesItsStderr(t *testing.T) {
 	}
 	if processGone(pids[0]) {
 		t.Fatal("the daemon died once its stderr lost its reader")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
+	defer cancel()
+	if b, err := exec.CommandContext(ctx, "umount", dir).CombinedOutput(); err != nil {
+		t.Fatalf("umount %s: %v: %s", dir, err, b)
+	}
+	if !waitGone(pids[0], daemonExitTimeout) {
+		t.Fatalf("segfs %d still runs %v after umount", pids[0], daemonExitTimeout)
+	}
+	assertNotMounted(t, dir)
+}
+
+// TestFstabReturnsTheCallersOutput runs mount with its output on a pipe,
+// as ssh and `$(mount ...)` do: the pipe must end once mount has
+// returned, holding the daemon's log up to the mount, and the daemon must
+// hold neither it nor the caller's directory.
+func TestFstabReturnsTheCallersOutput(t *testing.T) {
+	srv := needServer(t)
+	e := needHelperEnv(t)
+	bucket := newBucket(t, srv)
+	if _, err := srv.PutBytes(context.Background(), bucket, "data.bin", []byte("piped\n")); err != nil {
+		t.Fatal(err)
+	}
+	dir := e.newMountpoint(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	read := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		read <- b
+	}()
+	code, _ := e.mountHelper(t, harness.ChildEnv(srv.Env()...), helperArgs("s3://"+bucket, dir, helperOptions(srv, filepath.Join(t.TempDir(), "cache"))), w)
+	w.Close()
+	var out []byte
+	select {
+	case out = <-read:
+	case <-time.After(10 * time.Second):
+		t.Errorf("mount's output pipe still open 10s after mount returned: the daemon holds it")
+	}
+	if code != 0 {
+		t.Fatalf("mount exited with status %d; output:\n%s", code, out)
+	}
+	if !bytes.Contains(out, []byte("msg=mounted")) {
+		t.Errorf("mount's output lacks the daemon's mounted line:\n%s", out)
+	}
+	pids := e.daemons(dir)
+	if len(pids) != 1 {
+		t.Fatalf("want one segfs serving %s, found %v", dir, pids)
+	}
+	for fd, want := range map[string]string{"cwd": "/", "fd/1": "/dev/null"} {
+		if got, err := os.Readlink(fmt.Sprintf("/proc/%d/%s", pids[0], fd)); err != nil || got != want {
+			t.Errorf("segfs %d: %s is %q (%v), want %s", pids[0], fd, got, err, want)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "data.bin")); err != nil || string(got) != "piped\n" {
+		t.Errorf("read after mount returned: %q, %v", got, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
 	defer cancel()
