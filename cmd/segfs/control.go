@@ -105,6 +105,26 @@ func checkOwnDir(dir string) error {
 	return nil
 }
 
+// lockControlDir takes the control directory's lock (an flock on its
+// .lock file) and returns its release.
+func lockControlDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("control directory %s: lock: %w", dir, err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("control directory %s: lock: %w", dir, err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
+}
+
 // sweepStaleSockets removes the control sockets in dir that no daemon
 // listens on (a connect is refused): those of segfs processes that were
 // killed, whose mountpoints may never be mounted again. Only sockets
@@ -165,6 +185,14 @@ func startControl(f controlFlags, mountpoint string, store fetcher.Store, rd *re
 	if err := ownDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
+	// Daemons starting at once take turns from the sweep to the listen:
+	// one's sweep could otherwise remove the socket another has just
+	// bound in place of a stale one.
+	unlock, err := lockControlDir(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	sweepStaleSockets(filepath.Dir(path), log)
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()

@@ -260,8 +260,15 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 
 	// DEST_DIR: created if absent, locked against a second restore, and
 	// checked before anything is written into it.
-	_, statErr := os.Stat(dest)
-	created := errors.Is(statErr, fs.ErrNotExist)
+	// The highest directory MkdirAll creates: its parent holds its entry,
+	// synced with the rest, so a crash cannot take the tree away.
+	created := ""
+	for d := dest; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {
+			break
+		}
+		created = d
+	}
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return nil, &exitError{2, fmt.Errorf("DEST_DIR %s: %w", dest, err)}
 	}
@@ -353,8 +360,14 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 
 	r := &restorer{rd: rd, partSize: int64(c.PartSize), level: c.Verify, dest: dest, log: log, files: len(todo),
 		dirs: map[string]bool{}, sum: sum}
-	if created {
-		r.dirs[filepath.Dir(dest)] = true // holds DEST_DIR's own entry
+	if created != "" {
+		// The directories MkdirAll made, and the one holding the first.
+		for d := dest; ; d = filepath.Dir(d) {
+			r.dirs[filepath.Dir(d)] = true
+			if d == created || d == filepath.Dir(d) {
+				break
+			}
+		}
 	}
 	// A file skipped as present may have been renamed by a run that was
 	// killed before it synced the directory: its directories are synced
