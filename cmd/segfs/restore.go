@@ -294,6 +294,9 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	if err := checkDest(dest, files); err != nil {
 		return nil, &exitError{2, err}
 	}
+	if err := claimDest(dest, c.identity(src), log); err != nil {
+		return nil, &exitError{2, err}
+	}
 
 	sum := &restoreSummary{files: len(files)}
 	todo, replace, err := c.present(ctx, files, sum, log)
@@ -501,6 +504,54 @@ func lockDest(dest string) (*os.File, error) {
 		return nil, fmt.Errorf("DEST_DIR %s: lock: %w", dest, err)
 	}
 	return d, nil
+}
+
+// destXattr names the source a DEST_DIR holds a restore of, on the
+// directory itself: no file in it, which an index would hold as its own.
+const destXattr = "user.segfs.restore"
+
+// identity names what a restore restores, for destXattr: the source
+// (without credentials) and, for a layout, the shard.
+func (c *restoreCmd) identity(src *source) string {
+	id := src.store.String()
+	if c.Layout != "plain" {
+		id += fmt.Sprintf(" layout=%s index-uuid=%s shard=%d", c.Layout, c.IndexUUID, c.Shard)
+	}
+	return id
+}
+
+// claimDest refuses a DEST_DIR that holds a restore of another source,
+// or that is not empty and no restore made, then marks it as holding a
+// restore of id, before anything is written. checkDest has passed: only
+// names of the source's files are there, but those can be another
+// shard's, whose files a restore would replace. On a file system
+// without user extended attributes, checkDest's is the only check.
+func claimDest(dest, id string, log *slog.Logger) error {
+	buf := make([]byte, 4096)
+	n, err := unix.Getxattr(dest, destXattr, buf)
+	switch {
+	case err == nil && string(buf[:n]) == id:
+		return nil
+	case errors.Is(err, unix.ENOTSUP):
+		log.Debug("DEST_DIR's file system keeps no extended attributes: it is checked by its files' names alone", "dest", dest)
+		return nil
+	case err != nil && !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.ERANGE):
+		return fmt.Errorf("DEST_DIR %s: %w", dest, err)
+	}
+	// Another source's mark, or none: only an empty DEST_DIR is taken.
+	ents, rerr := os.ReadDir(dest)
+	switch {
+	case rerr != nil:
+		return fmt.Errorf("DEST_DIR %s: %w", dest, rerr)
+	case len(ents) > 0 && err == nil:
+		return fmt.Errorf("DEST_DIR %s holds a restore of %s, not of %s: nothing was written", dest, buf[:n], id)
+	case len(ents) > 0:
+		return fmt.Errorf("DEST_DIR %s is not empty and no segfs restore wrote it (it has no %s attribute): restore into an empty directory; nothing was written", dest, destXattr)
+	}
+	if err := unix.Setxattr(dest, destXattr, []byte(id), 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
+		return fmt.Errorf("DEST_DIR %s: mark it as a restore of %s: %w", dest, id, err)
+	}
+	return nil
 }
 
 // checkDest refuses a DEST_DIR that holds anything but an earlier

@@ -608,3 +608,40 @@ func TestRestorePlanRefusesBadSizes(t *testing.T) {
 		}
 	}
 }
+
+// DEST_DIR holding a restore of another source is refused, though every
+// name in it is one of this source's (two shards often share names), and
+// so is a directory holding only such names that no restore wrote:
+// nothing in either is replaced.
+func TestRestoreRefusesAnotherSourcesRestore(t *testing.T) {
+	srcA, _ := plainShard(t)
+	srcB := t.TempDir()
+	writeTree(t, srcB, map[string][]byte{
+		"index/_0.si": lucenFile(t, "_0.si", 700, 9), // the same name, another file
+		"notes.txt":   []byte("shard B\n"),
+	})
+	dest := t.TempDir()
+	if _, code, err := runRestore(t, fileURL(srcB), dest, "--no-cache"); code != 0 {
+		t.Fatalf("restore of B: exit %d: %v", code, err)
+	}
+	before := treeOf(t, dest)
+	_, code, err := runRestore(t, fileURL(srcA), dest, "--no-cache")
+	if code != 2 || err == nil || !strings.Contains(err.Error(), "holds a restore of "+fileURL(srcB)) {
+		t.Errorf("restore of A into B's restore: exit %d, %v; want 2 naming B", code, err)
+	}
+	sameTree(t, treeOf(t, dest), before)
+
+	copied := t.TempDir() // B's files, copied without the mark
+	writeTree(t, copied, before)
+	_, code, err = runRestore(t, fileURL(srcA), copied, "--no-cache")
+	if code != 2 || err == nil || !strings.Contains(err.Error(), "no segfs restore wrote it") {
+		t.Errorf("restore of A into a copy of B's files: exit %d, %v; want 2, not a restore", code, err)
+	}
+	sameTree(t, treeOf(t, copied), before)
+
+	// B again into its own restore: the mark matches, every file skipped.
+	sum, code, err := runRestore(t, fileURL(srcB), dest, "--no-cache")
+	if code != 0 || sum.skipped != len(before) {
+		t.Errorf("restore of B again: exit %d (%v), %v; want every file skipped", code, err, sum)
+	}
+}
