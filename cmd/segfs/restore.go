@@ -193,8 +193,10 @@ type restoreFile struct {
 	direct *os.File
 	left   int   // pieces not yet done
 	err    error // the first failure
-	done   bool  // renamed into place, or given up and its temporary file removed
-	start  time.Time
+	// interrupted: err was recorded once the restore's context had ended.
+	interrupted bool
+	done        bool // renamed into place, or given up and its temporary file removed
+	start       time.Time
 }
 
 // piece is one unit of work: bytes [off, off+n) of a file, fetched and
@@ -937,13 +939,14 @@ func (r *restorer) pieceDone(ctx context.Context, p piece, err error, buf []byte
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil && f.err == nil {
-		f.err = err
+		f.err, f.interrupted = err, ctx.Err() != nil
 	}
 	if f.left--; f.left > 0 {
 		return
 	}
 	if f.err == nil {
 		f.err = r.seal(ctx, f, buf)
+		f.interrupted = f.err != nil && ctx.Err() != nil
 	}
 	if f.err != nil {
 		r.giveUp(f)
@@ -955,10 +958,12 @@ func (r *restorer) pieceDone(ctx context.Context, p piece, err error, buf []byte
 
 // giveUp removes the temporary file of f, which failed, and counts it
 // failed unless an interrupt is what failed it: those are not restored,
-// not failed. f.mu is held.
+// not failed. A failure first recorded after the interrupt is taken as
+// its casualty, whatever the error says (not every path keeps the
+// context's error). f.mu is held.
 func (r *restorer) giveUp(f *restoreFile) {
 	r.discard(f)
-	if !errors.Is(f.err, context.Canceled) {
+	if !f.interrupted && !errors.Is(f.err, context.Canceled) {
 		r.failed(f)
 	}
 }

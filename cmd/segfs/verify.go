@@ -323,7 +323,7 @@ func checkLucene(ctx context.Context, read readAtFunc, size int64, expected *uin
 	}
 	tail := make([]byte, lucene.FooterLength)
 	if n, err := read(ctx, tail, size-lucene.FooterLength); err != nil || n != len(tail) {
-		return nil, fmt.Errorf("reading the footer: %d of %d bytes: %v", n, len(tail), err)
+		return nil, fmt.Errorf("reading the footer: %d of %d bytes: %w", n, len(tail), err)
 	}
 	footer, err := lucene.ParseFooter(tail)
 	if err != nil {
