@@ -20,7 +20,17 @@ func TestCanonicalMountpoint(t *testing.T) {
 	if err := os.MkdirAll(real, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	other := filepath.Join(base, "other")
+	if err := os.MkdirAll(filepath.Join(other, "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(other, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	links := map[string]string{
+		"sub":    filepath.Join(other, "deep"), // so sub/.. is other, not base
+		"dotdot": "sub/../real",                // other/real
+
 		"rel":    "data/real",               // relative, at the end
 		"abs":    real,                      // absolute
 		"chain":  "rel",                     // a link to a link
@@ -37,6 +47,9 @@ func TestCanonicalMountpoint(t *testing.T) {
 		if got, err := CanonicalMountpoint(in); err != nil || got != real {
 			t.Errorf("CanonicalMountpoint(%s) = %q, %v; want %s", in, got, err, real)
 		}
+	}
+	if got, err := CanonicalMountpoint(filepath.Join(base, "dotdot")); err != nil || got != filepath.Join(other, "real") {
+		t.Errorf("a link to sub/../real, sub a link: %q, %v; want %s", got, err, filepath.Join(other, "real"))
 	}
 	missing := filepath.Join(base, "parent", "absent")
 	if got, err := CanonicalMountpoint(missing); err != nil || got != filepath.Join(base, "data", "absent") {

@@ -19,9 +19,10 @@ type MountEntry struct {
 
 // CanonicalMountpoint returns dir as the kernel names its mount point:
 // absolute, with every symlink on the way resolved, dir itself included
-// when it is one. Only the parents are resolved by a stat; dir is looked
-// at with lstat, which a dead mount there fails (it is then taken as
-// it is), and whose answer a live segfs mount gives from memory.
+// when it is one. The parents are resolved by EvalSymlinks; dir itself
+// is looked at with lstat only when mountinfo lists no mount there,
+// because an lstat of a mount point is a request to its server, which
+// a wedged one never answers (a mount point is no symlink anyway).
 func CanonicalMountpoint(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -33,6 +34,9 @@ func CanonicalMountpoint(dir string) (string, error) {
 			return "", err
 		}
 		abs = filepath.Join(parent, filepath.Base(abs))
+		if _, mounted, err := findMount(abs); err == nil && mounted {
+			return abs, nil
+		}
 		fi, err := os.Lstat(abs)
 		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			return abs, nil
@@ -42,9 +46,21 @@ func CanonicalMountpoint(dir string) (string, error) {
 			return "", err
 		}
 		if !filepath.IsAbs(target) {
-			target = filepath.Join(parent, target)
+			target = parent + "/" + target
 		}
-		abs = filepath.Clean(target)
+		// The target's directories are resolved before its ".." are
+		// applied, as the kernel does (sub/../x, sub a link, is not x
+		// beside sub); only its last element is left for the loop.
+		d, base := filepath.Split(target)
+		switch base {
+		case "", ".", "..":
+			return filepath.EvalSymlinks(target)
+		}
+		rd, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			return "", err
+		}
+		abs = filepath.Join(rd, base)
 	}
 	return "", fmt.Errorf("%s: %w", dir, syscall.ELOOP)
 }
@@ -58,6 +74,12 @@ func FindMount(dir string) (MountEntry, bool, error) {
 			return MountEntry{}, false, fmt.Errorf("mountinfo: %w", err)
 		}
 	}
+	return findMount(abs)
+}
+
+// findMount returns the topmost mount entry whose mount point is abs,
+// an absolute path compared as it is.
+func findMount(abs string) (MountEntry, bool, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return MountEntry{}, false, fmt.Errorf("mountinfo: %w", err)

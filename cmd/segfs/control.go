@@ -217,7 +217,9 @@ func startControl(f controlFlags, mountpoint string, store fetcher.Store, rd *re
 	mux.HandleFunc("GET /status", c.status)
 	mux.HandleFunc("POST /warm", c.warm)
 	// Every handler is counted, so Close returns only once none runs:
-	// a warm's goroutines use the Reader that is closed after it.
+	// no warm outlives the shutdown (the scheduler and the cache are
+	// closed after Close; a warm the Reader's Close reaches first ends
+	// with ErrClosed).
 	counted := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		c.mu.Lock()
 		if c.closed {

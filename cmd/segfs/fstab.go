@@ -400,10 +400,19 @@ func (l *logRelay) finish() {
 	l.r.Close()
 }
 
-// absolutePaths makes the local paths among the mount's flags absolute,
-// as the caller meant them: the daemon runs in /.
+// absolutePaths makes the local paths among the mount's arguments
+// absolute, as the caller meant them: the daemon runs in /. They are
+// the cache and control directories' flags and the mountpoint, the
+// last argument (after "--", as parseHelperForm ends them).
 func absolutePaths(args []string) ([]string, error) {
 	out := slices.Clone(args)
+	if n := len(out); n >= 3 && out[n-3] == "--" && !filepath.IsAbs(out[n-1]) {
+		abs, err := filepath.Abs(out[n-1])
+		if err != nil {
+			return nil, fmt.Errorf("mountpoint %s: %w", out[n-1], err)
+		}
+		out[n-1] = abs
+	}
 	for i, a := range out {
 		for _, flag := range []string{"--cache-dir=", "--control-dir="} {
 			if v, ok := strings.CutPrefix(a, flag); ok && v != "" && !filepath.IsAbs(v) {

@@ -205,9 +205,9 @@ func TestAbsolutePaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := []string{"mount", "--cache-dir=c", "--control-dir=/run/x", "--part-size=1MiB", "--cache-dir=", "s3://b/p", "mnt"}
+	in := []string{"mount", "--cache-dir=c", "--control-dir=/run/x", "--part-size=1MiB", "--cache-dir=", "--", "s3://b/p", "mnt"}
 	got, err := absolutePaths(in)
-	want := []string{"mount", "--cache-dir=" + filepath.Join(wd, "c"), "--control-dir=/run/x", "--part-size=1MiB", "--cache-dir=", "s3://b/p", "mnt"}
+	want := []string{"mount", "--cache-dir=" + filepath.Join(wd, "c"), "--control-dir=/run/x", "--part-size=1MiB", "--cache-dir=", "--", "s3://b/p", filepath.Join(wd, "mnt")}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("absolutePaths(%q) = %q, %v; want %q", in, got, err, want)
 	}

@@ -262,14 +262,16 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 
 	// DEST_DIR: created if absent, locked against a second restore, and
 	// checked before anything is written into it.
-	// The highest directory MkdirAll creates: its parent holds its entry,
-	// synced with the rest, so a crash cannot take the tree away.
-	created := ""
-	for d := dest; ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {
+	// How many directories MkdirAll creates, DEST_DIR and those above
+	// it: the entry of each is synced with the rest, so a crash cannot
+	// take the tree away. Counted, not named: DEST_DIR is named where
+	// its symlinks lead below.
+	created := 0
+	for d := dest; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
-		created = d
+		created++
 	}
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return nil, &exitError{2, fmt.Errorf("DEST_DIR %s: %w", dest, err)}
@@ -365,14 +367,9 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 
 	r := &restorer{rd: rd, partSize: int64(c.PartSize), level: c.Verify, dest: dest, log: log, files: len(todo),
 		dirs: map[string]bool{}, sum: sum}
-	if created != "" {
-		// The directories MkdirAll made, and the one holding the first.
-		for d := dest; ; d = filepath.Dir(d) {
-			r.dirs[filepath.Dir(d)] = true
-			if d == created || d == filepath.Dir(d) {
-				break
-			}
-		}
+	// The directories holding those MkdirAll made.
+	for i, d := 0, dest; i < created && d != filepath.Dir(d); i, d = i+1, filepath.Dir(d) {
+		r.dirs[filepath.Dir(d)] = true
 	}
 	// A file skipped as present may have been renamed by a run that was
 	// killed before it synced the directory: its directories are synced
@@ -548,7 +545,7 @@ func claimDest(dest, id string, log *slog.Logger) error {
 	case len(ents) > 0 && err == nil:
 		return fmt.Errorf("DEST_DIR %s holds a restore of %s, not of %s: nothing was written", dest, buf[:n], id)
 	case len(ents) > 0:
-		return fmt.Errorf("DEST_DIR %s is not empty and no segfs restore wrote it (it has no %s attribute): restore into an empty directory; nothing was written", dest, destXattr)
+		return fmt.Errorf("DEST_DIR %s is not empty and no segfs restore wrote it (it has no %s attribute): restore into an empty directory, or, if it holds files of this source, mark it with `setfattr -n %s -v %q %s`; nothing was written", dest, destXattr, destXattr, id, dest)
 	}
 	if err := unix.Setxattr(dest, destXattr, []byte(id), 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
 		return fmt.Errorf("DEST_DIR %s: mark it as a restore of %s: %w", dest, id, err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	"golang.org/x/sys/unix"
 
 	"github.com/segfs/segfs/compress"
 	"github.com/segfs/segfs/fetcher"
@@ -638,6 +639,13 @@ func TestRestoreRefusesAnotherSourcesRestore(t *testing.T) {
 		t.Errorf("restore of A into a copy of B's files: exit %d, %v; want 2, not a restore", code, err)
 	}
 	sameTree(t, treeOf(t, copied), before)
+	// The way the error gives through: mark the copy as B's restore.
+	if err := unix.Setxattr(copied, destXattr, []byte(fileURL(srcB)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if sum, code, err := runRestore(t, fileURL(srcB), copied, "--no-cache"); code != 0 || sum.skipped != len(before) {
+		t.Errorf("restore of B into its marked copy: exit %d (%v), %v; want every file skipped", code, err, sum)
+	}
 
 	// B again into its own restore: the mark matches, every file skipped.
 	sum, code, err := runRestore(t, fileURL(srcB), dest, "--no-cache")
