@@ -51,15 +51,6 @@ func TestS3ListEndless(t *testing.T) {
 		{name: "more keys than allowed", keys: 10, pageSize: 2, maxListKeys: 5,
 			wantIs: ErrListTooLong, wantText: "too many keys: more than 5 below the prefix (after 3 pages)", pages: 3},
 		{name: "exactly as many keys as allowed", keys: 6, pageSize: 2, maxListKeys: 6, pages: 3},
-		// Sizes no S3 object has: refused where they enter, naming the key.
-		{name: "negative size", keys: 3, pageSize: 3,
-			rewrite: func(_ string, res *listResult) { res.Contents[1].Size = -1 },
-			wantIs:  ErrBadSize, wantText: `page 1: key "idx/k01": a size no S3 object can have: -1 bytes`, pages: 1},
-		{name: "size past 5 TiB", keys: 3, pageSize: 3,
-			rewrite: func(_ string, res *listResult) { res.Contents[2].Size = 1<<63 - 1 },
-			wantIs:  ErrBadSize, wantText: `key "idx/k02": a size no S3 object can have: 9223372036854775807 bytes`, pages: 1},
-		{name: "5 TiB exactly", keys: 1, pageSize: 1,
-			rewrite: func(_ string, res *listResult) { res.Contents[0].Size = MaxObjectSize }, pages: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

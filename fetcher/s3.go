@@ -61,24 +61,13 @@ var (
 	ErrListCycle = errors.New("the server's continuation tokens repeat")
 	// ErrListTooLong reports a listing longer than segfs accepts.
 	ErrListTooLong = errors.New("too many keys")
-	// ErrBadSize reports an object size no S3 object can have.
-	ErrBadSize = errors.New("a size no S3 object can have")
 )
 
-// MaxObjectSize is the largest object S3 stores (5 TiB). A larger or
-// negative size from the service is a lie that would reach every
-// computation from a part count to a file's length, so it is refused
-// where it enters.
+// MaxObjectSize is the largest object S3 stores (5 TiB). A listing may
+// still claim more, or less than nothing: such an object is listed as
+// claimed, so that it alone fails (its reads, or its restore), not the
+// listing; whatever computes from its size must not overflow.
 const MaxObjectSize = 5 << 40
-
-// checkSize returns an error naming key if size is not one an S3
-// object can have.
-func checkSize(key string, size int64) error {
-	if size < 0 || size > MaxObjectSize {
-		return fmt.Errorf("key %q: %w: %d bytes (S3 objects hold 0 to %d)", key, ErrBadSize, size, int64(MaxObjectSize))
-	}
-	return nil
-}
 
 // S3Store is a Store over an S3 bucket, or an S3-compatible service, below
 // a key prefix. It is created by Open for s3:// sources. All methods may be
@@ -433,9 +422,6 @@ func (s *S3Store) List(ctx context.Context) ([]Object, error) {
 			if !ok || key == "" || strings.HasSuffix(key, "/") {
 				continue
 			}
-			if err := checkSize(full, aws.ToInt64(o.Size)); err != nil {
-				return nil, fmt.Errorf("%s: list: page %d: %w", s.src, page, err)
-			}
 			objs = append(objs, Object{
 				Key:     key,
 				Size:    aws.ToInt64(o.Size),
@@ -472,9 +458,6 @@ func (s *S3Store) Stat(ctx context.Context, key string) (Object, error) {
 	})
 	if err != nil {
 		return Object{}, fmt.Errorf("s3 stat %s: %w", key, classify(err))
-	}
-	if err := checkSize(key, aws.ToInt64(out.ContentLength)); err != nil {
-		return Object{}, fmt.Errorf("s3 stat: %w", err)
 	}
 	return Object{
 		Key:     key,

@@ -195,7 +195,8 @@ type restoreFile struct {
 	err    error // the first failure
 	// interrupted: err was recorded once the restore's context had ended.
 	interrupted bool
-	done        bool // renamed into place, or given up and its temporary file removed
+	refused     error // set by planRestore: the file fails without a fetch
+	done        bool  // renamed into place, or given up and its temporary file removed
 	start       time.Time
 }
 
@@ -395,6 +396,12 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 			progressbar.OptionClearOnFinish(),
 		)
 	}
+	for _, f := range files {
+		if f.refused != nil {
+			f.err = f.refused
+			r.failed(f)
+		}
+	}
 	r.run(ctx, todo, restoreWorkers(c.MaxFetches))
 	if r.bar != nil {
 		r.bar.Finish()
@@ -422,15 +429,16 @@ func planRestore(src *source, dest string, log *slog.Logger) ([]*restoreFile, er
 	files := make([]*restoreFile, 0, len(entries))
 	names := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		// Sizes past fetcher.MaxObjectSize are refused by the S3 listing;
-		// this also holds for any other store, and keeps the piece count
-		// from overflowing.
-		if n := e.Size(); n < 0 || n > fetcher.MaxObjectSize {
-			return nil, fmt.Errorf("the source lists %s with %d bytes, a size segfs does not restore", e.Name, n)
-		}
 		f := &restoreFile{entry: e, size: e.Size(),
 			path: filepath.Join(dest, filepath.FromSlash(e.Name)),
 			temp: filepath.Join(dest, filepath.FromSlash(tempName(e.Name)))}
+		// A size no object can have (a listing's lie) fails its file
+		// alone, before its piece count could overflow; it is neither
+		// checked nor fetched.
+		if n := f.size; n < 0 || n > fetcher.MaxObjectSize {
+			f.refused = fmt.Errorf("the source lists it with %d bytes, more than an object holds (%d) or less than none", n, int64(fetcher.MaxObjectSize))
+			f.size = 0
+		}
 		// segments_N of a layout is its metadata's bytes, not the blob
 		// the metadata's checksum is of.
 		if sum, ok := expected[e.Name]; ok && e.Inline == nil {
@@ -620,6 +628,9 @@ func (c *restoreCmd) present(ctx context.Context, files []*restoreFile, sum *res
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(presentCheckers)
 	for i, f := range files {
+		if f.refused != nil {
+			continue
+		}
 		g.Go(func() error {
 			skip, why, err := c.checkPresent(gctx, f)
 			verdicts[i] = verdict{skip, why}
@@ -630,6 +641,9 @@ func (c *restoreCmd) present(ctx context.Context, files []*restoreFile, sum *res
 		return nil, nil, err
 	}
 	for i, f := range files {
+		if f.refused != nil {
+			continue // failed by the restorer, not fetched
+		}
 		switch v := verdicts[i]; {
 		case v.skip:
 			sum.skipped++

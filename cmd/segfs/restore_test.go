@@ -595,17 +595,25 @@ func TestRestoreStopsAFailedFile(t *testing.T) {
 	}
 }
 
-// A size no object can have, from any store, is refused before anything
-// is planned: a piece count computed from it would overflow.
+// A size no object can have, from a listing's lie, fails its file alone:
+// planned as refused, with its other files as they are.
 func TestRestorePlanRefusesBadSizes(t *testing.T) {
 	for _, size := range []int64{-1, fetcher.MaxObjectSize + 1, 1<<63 - 1} {
 		src := &source{entries: []reader.Entry{
 			{Name: "_0.si", Obj: fetcher.Object{Key: "_0.si", Size: 10}},
 			{Name: "_0.cfs", Obj: fetcher.Object{Key: "_0.cfs", Size: size}},
 		}}
-		_, err := planRestore(src, t.TempDir(), slog.New(slog.DiscardHandler))
-		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("_0.cfs with %d bytes", size)) {
-			t.Errorf("size %d: %v; want an error naming _0.cfs and its size", size, err)
+		files, err := planRestore(src, t.TempDir(), slog.New(slog.DiscardHandler))
+		if err != nil || len(files) != 2 {
+			t.Fatalf("size %d: %d files, %v; want both planned", size, len(files), err)
+		}
+		for _, f := range files {
+			switch {
+			case f.entry.Name == "_0.si" && f.refused != nil:
+				t.Errorf("size %d: _0.si refused: %v", size, f.refused)
+			case f.entry.Name == "_0.cfs" && (f.refused == nil || !strings.Contains(f.refused.Error(), fmt.Sprint(size))):
+				t.Errorf("size %d: _0.cfs refused with %v; want an error naming its size", size, f.refused)
+			}
 		}
 	}
 }

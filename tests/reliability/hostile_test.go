@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -365,6 +366,29 @@ func TestPlan25ZstdHugeSize(t *testing.T) {
 			harness.MustStats(t, m)
 			if crashed(m.Log()) {
 				t.Errorf("segfs logged a panic:\n%s", tail(m.Log(), 4096))
+			}
+
+			// segfs restore of the same listing: the lying object fails
+			// alone, named, and the plain file beside it is restored.
+			dest := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, binaries.Segfs, "restore", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region,
+				"--no-cache", "s3://"+e.bucket, dest)
+			cmd.Env = harness.ChildEnv(e.srv.Env()...)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "restore: "+key+": ") {
+				t.Errorf("segfs restore of the lying listing: %v; want exit 1 naming %s:\n%s", err, key, out)
+			}
+			if crashed(string(out)) {
+				t.Errorf("segfs restore panicked:\n%s", tail(string(out), 4096))
+			}
+			if b, err := os.ReadFile(filepath.Join(dest, "z", "plain.fdt")); err != nil || !bytes.Equal(b, objs["z/plain.fdt"]) {
+				t.Errorf("restore of the plain file beside it: %v (bytes equal: %v)", err, bytes.Equal(b, objs["z/plain.fdt"]))
+			}
+			if _, err := os.Stat(filepath.Join(dest, filepath.FromSlash(key))); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("restore left %s under its name: %v", key, err)
 			}
 		})
 	}
