@@ -141,6 +141,10 @@ var errTailRead = errors.New("reading the object's tail failed")
 // more than compress.MaxTableSize for a tail, whatever size the listing
 // claims for the object.
 func readSeekTable(ctx context.Context, store fetcher.Store, obj fetcher.Object) (*compress.SeekTable, error) {
+	if obj.Size < 0 {
+		// A listing's lie: the object alone is affected, shown as it is.
+		return nil, fmt.Errorf("listed with %d bytes: no seek table to read", obj.Size)
+	}
 	n := compress.TailSize(obj.Size)
 	for range 2 {
 		tail := make([]byte, n)

@@ -467,3 +467,56 @@ func memoryBound(t *testing.T, log string) int64 {
 	t.Fatalf("segfs logged no memory bound; log:\n%s", tail(log, 4096))
 	return 0
 }
+
+// TestPlan25NegativeSize mounts a bucket whose listing gives a plain
+// object and a seekable zstd one sizes below zero. Neither may keep the
+// shard from mounting or crash segfs: each fails on its own (a stat or
+// a read gives an error, never bytes), the file beside them is served
+// byte-exact, and segfs restore fails the two by name and restores it.
+func TestPlan25NegativeSize(t *testing.T) {
+	t.Parallel()
+	objs := map[string][]byte{
+		"n/neg.bin":     randomBytes(2560, 1000),
+		"n/neg.fdt.zst": randomBytes(2561, 1000),
+		"n/ok.bin":      randomBytes(2562, 70<<10),
+	}
+	e := newEnv(t, nil, 2560, objs)
+	e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.ListResize,
+		Entries: []faults.ListEntry{{Key: "n/neg.bin", Size: -1}, {Key: "n/neg.fdt.zst", Size: -5}}})
+	m := e.mount(t, cacheDir(t))
+	if n := e.proxy.Stats().Fired["list_resize"]; n == 0 {
+		t.Fatal("the lying listing was not served")
+	}
+	for _, name := range []string{"neg.bin", "neg.fdt.zst"} {
+		b, err := os.ReadFile(filepath.Join(m.Dir, "n", name))
+		t.Logf("n/%s: %d bytes, %v", name, len(b), err)
+		if err == nil && len(b) > 0 {
+			t.Errorf("n/%s, listed below zero bytes: read %d bytes; want an error", name, len(b))
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(m.Dir, "n", "ok.bin")); err != nil || !bytes.Equal(b, objs["n/ok.bin"]) {
+		t.Errorf("the file beside them: %v (bytes equal: %v)", err, bytes.Equal(b, objs["n/ok.bin"]))
+	}
+	harness.MustStats(t, m)
+	if crashed(m.Log()) {
+		t.Errorf("segfs logged a panic:\n%s", tail(m.Log(), 4096))
+	}
+
+	dest := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binaries.Segfs, "restore", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region,
+		"--no-cache", "s3://"+e.bucket, dest)
+	cmd.Env = harness.ChildEnv(e.srv.Env()...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "restore: n/neg.bin: ") || !strings.Contains(string(out), "restore: n/neg.fdt.zst: ") {
+		t.Errorf("segfs restore: %v; want exit 1 naming n/neg.bin and n/neg.fdt.zst:\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dest, "n", "ok.bin")); err != nil || !bytes.Equal(b, objs["n/ok.bin"]) {
+		t.Errorf("restore of the file beside them: %v (bytes equal: %v)", err, bytes.Equal(b, objs["n/ok.bin"]))
+	}
+	if crashed(string(out)) {
+		t.Errorf("segfs restore panicked:\n%s", tail(string(out), 4096))
+	}
+}
