@@ -112,13 +112,7 @@ func lockControlDir(dir string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("control directory %s: lock: %w", dir, err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
+	if err := flock(f, syscall.LOCK_EX); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("control directory %s: lock: %w", dir, err)
 	}

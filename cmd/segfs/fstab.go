@@ -299,11 +299,11 @@ func daemonize(args []string) int {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}()
-	if waitReady(r) {
-		relay.finish()
+	ready := waitReady(r)
+	relay.finish()
+	if ready {
 		return 0
 	}
-	relay.finish()
 	err = cmd.Wait()
 	var ee *exec.ExitError
 	switch {

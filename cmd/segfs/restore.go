@@ -489,6 +489,16 @@ func dirsOf(files []*restoreFile) map[string]bool {
 	return dirs
 }
 
+// flock applies how (unix.LOCK_*) to f's flock, again when a signal
+// interrupts it.
+func flock(f *os.File, how int) error {
+	for {
+		if err := unix.Flock(int(f.Fd()), how); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
 // lockDest takes an exclusive lock of DEST_DIR for the restore's time,
 // so that two restores never write into one directory at once.
 func lockDest(dest string) (*os.File, error) {
@@ -496,12 +506,7 @@ func lockDest(dest string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DEST_DIR %s: %w", dest, err)
 	}
-	for {
-		err = unix.Flock(int(d.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err != unix.EINTR {
-			break
-		}
-	}
+	err = flock(d, unix.LOCK_EX|unix.LOCK_NB)
 	switch {
 	case err == unix.EWOULDBLOCK:
 		d.Close()
@@ -786,10 +791,7 @@ func (r *restorer) run(ctx context.Context, files []*restoreFile, workers int) {
 	for _, f := range files {
 		f.left = 1
 		if !whole(f) {
-			f.left = int(f.size / r.partSize)
-			if f.size%r.partSize != 0 {
-				f.left++
-			}
+			f.left = int((f.size + r.partSize - 1) / r.partSize) // f.size <= fetcher.MaxObjectSize (planRestore)
 		}
 		npieces += f.left
 	}

@@ -368,23 +368,6 @@ func flipAt(t *testing.T, p string, off int64, keepTime bool) {
 	}
 }
 
-// cancelOn is a log handler that cancels a context when a record with
-// its message is logged, and drops every record.
-type cancelOn struct {
-	msg    string
-	cancel context.CancelFunc
-}
-
-func (h cancelOn) Enabled(context.Context, slog.Level) bool { return true }
-func (h cancelOn) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h cancelOn) WithGroup(string) slog.Handler            { return h }
-func (h cancelOn) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		h.cancel()
-	}
-	return nil
-}
-
 // A restore interrupted after its first file leaves every file under its
 // final name complete, and no temporary file; the next run fetches the
 // rest only.
@@ -394,7 +377,7 @@ func TestRestoreInterrupted(t *testing.T) {
 	args := []string{"--part-size", "16KiB", "--max-fetches", "2", "--no-cache"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sum, _, err := runRestoreCtx(t, ctx, slog.New(cancelOn{"restored", cancel}), fileURL(src), dest, args...)
+	sum, _, err := runRestoreCtx(t, ctx, slog.New(onMessage{"restored", cancel}), fileURL(src), dest, args...)
 	if err != nil || ctx.Err() == nil {
 		t.Fatalf("interrupted run: %v, %v (context %v)", sum, err, ctx.Err())
 	}
@@ -549,7 +532,7 @@ func TestRestoreUsage(t *testing.T) {
 	}
 }
 
-// onMessage runs do once a record with msg is logged.
+// onMessage is a log handler that runs do for each record with msg.
 type onMessage struct {
 	msg string
 	do  func()

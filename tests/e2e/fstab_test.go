@@ -331,6 +331,17 @@ func testHelperMount(t *testing.T, e *helperEnv, srv *harness.Server, args []str
 	pid := pids[0]
 	checkDaemon(t, pid)
 
+	umountDaemon(t, dir, pid)
+	if out := readLog(); !strings.Contains(out, "msg=unmounted") || !strings.Contains(out, "msg=summary") {
+		t.Errorf("the daemon did not log its unmount and summary after umount:\n%s", out)
+	}
+}
+
+// umountDaemon unmounts dir with umount(8), as an operator does, and
+// fails the test unless the daemon pid then exits and nothing is left
+// mounted there.
+func umountDaemon(t *testing.T, dir string, pid int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
 	defer cancel()
 	if b, err := exec.CommandContext(ctx, "umount", dir).CombinedOutput(); err != nil {
@@ -340,9 +351,6 @@ func testHelperMount(t *testing.T, e *helperEnv, srv *harness.Server, args []str
 		t.Fatalf("segfs %d still runs %v after umount", pid, daemonExitTimeout)
 	}
 	assertNotMounted(t, dir)
-	if out := readLog(); !strings.Contains(out, "msg=unmounted") || !strings.Contains(out, "msg=summary") {
-		t.Errorf("the daemon did not log its unmount and summary after umount:\n%s", out)
-	}
 }
 
 // checkDaemon checks that pid runs as a daemon: in a session of its own,
@@ -424,15 +432,7 @@ func TestFstabDaemonOutlivesItsStderr(t *testing.T) {
 	if processGone(pids[0]) {
 		t.Fatal("the daemon died once its stderr lost its reader")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
-	defer cancel()
-	if b, err := exec.CommandContext(ctx, "umount", dir).CombinedOutput(); err != nil {
-		t.Fatalf("umount %s: %v: %s", dir, err, b)
-	}
-	if !waitGone(pids[0], daemonExitTimeout) {
-		t.Fatalf("segfs %d still runs %v after umount", pids[0], daemonExitTimeout)
-	}
-	assertNotMounted(t, dir)
+	umountDaemon(t, dir, pids[0])
 }
 
 // TestFstabReturnsTheCallersOutput runs mount with its output on a pipe,
@@ -483,15 +483,7 @@ func TestFstabReturnsTheCallersOutput(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(dir, "data.bin")); err != nil || string(got) != "piped\n" {
 		t.Errorf("read after mount returned: %q, %v", got, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
-	defer cancel()
-	if b, err := exec.CommandContext(ctx, "umount", dir).CombinedOutput(); err != nil {
-		t.Fatalf("umount %s: %v: %s", dir, err, b)
-	}
-	if !waitGone(pids[0], daemonExitTimeout) {
-		t.Fatalf("segfs %d still runs %v after umount", pids[0], daemonExitTimeout)
-	}
-	assertNotMounted(t, dir)
+	umountDaemon(t, dir, pids[0])
 }
 
 // TestFstabMountFails checks that a mount that cannot be made makes mount

@@ -370,26 +370,7 @@ func TestPlan25ZstdHugeSize(t *testing.T) {
 
 			// segfs restore of the same listing: the lying object fails
 			// alone, named, and the plain file beside it is restored.
-			dest := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, binaries.Segfs, "restore", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region,
-				"--no-cache", "s3://"+e.bucket, dest)
-			cmd.Env = harness.ChildEnv(e.srv.Env()...)
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "restore: "+key+": ") {
-				t.Errorf("segfs restore of the lying listing: %v; want exit 1 naming %s:\n%s", err, key, out)
-			}
-			if crashed(string(out)) {
-				t.Errorf("segfs restore panicked:\n%s", tail(string(out), 4096))
-			}
-			if b, err := os.ReadFile(filepath.Join(dest, "z", "plain.fdt")); err != nil || !bytes.Equal(b, objs["z/plain.fdt"]) {
-				t.Errorf("restore of the plain file beside it: %v (bytes equal: %v)", err, bytes.Equal(b, objs["z/plain.fdt"]))
-			}
-			if _, err := os.Stat(filepath.Join(dest, filepath.FromSlash(key))); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("restore left %s under its name: %v", key, err)
-			}
+			restoreFailsAlone(t, e, []string{key}, "z/plain.fdt", objs["z/plain.fdt"])
 		})
 	}
 }
@@ -502,6 +483,15 @@ func TestPlan25NegativeSize(t *testing.T) {
 		t.Errorf("segfs logged a panic:\n%s", tail(m.Log(), 4096))
 	}
 
+	restoreFailsAlone(t, e, []string{"n/neg.bin", "n/neg.fdt.zst"}, "n/ok.bin", objs["n/ok.bin"])
+}
+
+// restoreFailsAlone runs segfs restore of e's bucket through its proxy
+// and fails the test unless it exits 1 naming each of bad, leaves none
+// of them under its name, and restores good byte-exact (want), without
+// a panic.
+func restoreFailsAlone(t *testing.T, e *env, bad []string, good string, want []byte) {
+	t.Helper()
 	dest := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
@@ -510,11 +500,19 @@ func TestPlan25NegativeSize(t *testing.T) {
 	cmd.Env = harness.ChildEnv(e.srv.Env()...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "restore: n/neg.bin: ") || !strings.Contains(string(out), "restore: n/neg.fdt.zst: ") {
-		t.Errorf("segfs restore: %v; want exit 1 naming n/neg.bin and n/neg.fdt.zst:\n%s", err, out)
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("segfs restore: %v; want exit 1:\n%s", err, out)
 	}
-	if b, err := os.ReadFile(filepath.Join(dest, "n", "ok.bin")); err != nil || !bytes.Equal(b, objs["n/ok.bin"]) {
-		t.Errorf("restore of the file beside them: %v (bytes equal: %v)", err, bytes.Equal(b, objs["n/ok.bin"]))
+	for _, key := range bad {
+		if !strings.Contains(string(out), "restore: "+key+": ") {
+			t.Errorf("segfs restore does not name %s as failed:\n%s", key, out)
+		}
+		if _, err := os.Stat(filepath.Join(dest, filepath.FromSlash(key))); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("restore left %s under its name: %v", key, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dest, filepath.FromSlash(good))); err != nil || !bytes.Equal(b, want) {
+		t.Errorf("restore of %s beside them: %v (bytes equal: %v)", good, err, bytes.Equal(b, want))
 	}
 	if crashed(string(out)) {
 		t.Errorf("segfs restore panicked:\n%s", tail(string(out), 4096))
