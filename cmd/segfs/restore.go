@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -66,6 +64,7 @@ type restoreCmd struct {
 	MaxFetches  int      `name:"max-fetches" default:"16" help:"Most remote reads in flight at once (the fetch pool); a quarter more pieces (at least 2 more) are fetched and written at once, so the pool has the next while some are written."`
 	PartSize    byteSize `name:"part-size" default:"8MiB" help:"Size of the aligned pieces fetched, written and cached (a mount reads the cache only with the same --part-size)."`
 	MetricsAddr string   `name:"metrics-addr" help:"Serve the restore's counters as JSON at http://ADDR/stats and in the Prometheus text format at http://ADDR/metrics while it runs, as segfs mount does. Off by default."`
+	KeepExtra   bool     `name:"keep-extra" help:"Keep the files an earlier restore into DEST_DIR wrote that the source no longer has (a refresh or a merge dropped them); by default they are removed."`
 	Verify      string   `name:"verify" default:"footer" enum:"none,footer,deep" help:"What a file must pass before it gets its name, and to be skipped by a later run: none (its length), footer (its length; for a Lucene file a valid footer, with the checksum the layout's metadata records), deep (also the CRC32 of every byte against the footer, reading the file back)."`
 }
 
@@ -104,6 +103,9 @@ func (c *restoreCmd) validate() error {
 	}
 	if fi, err := os.Stat(c.Dest); err == nil && !fi.IsDir() {
 		return fmt.Errorf("DEST_DIR %s is not a directory", c.Dest)
+	}
+	if err := checkOutsideSource(c.Source, c.Dest); err != nil {
+		return err
 	}
 	return c.checkCacheOutside(c.Dest)
 }
@@ -160,7 +162,7 @@ func (c *restoreCmd) Run(log *slog.Logger) error {
 	sum, err := c.restore(ctx, log, os.Stderr)
 	if sum != nil {
 		for _, f := range sum.failed {
-			fmt.Fprintf(os.Stderr, "restore: %s: %v\n", f.name, f.err)
+			fmt.Fprintf(os.Stderr, "restore: %s: %v\n", quoteName(f.name), f.err)
 		}
 		fmt.Println(sum)
 	}
@@ -180,9 +182,9 @@ type restoreFile struct {
 	entry    reader.Entry
 	size     int64
 	expected *uint64 // the checksum the layout's metadata records, if any
-	// path and temp are the local paths of the final name and of the
-	// temporary file it is written to.
-	path, temp string
+	// temp is the name, relative to DEST_DIR, of the temporary file
+	// entry.Name is written to (tempName).
+	temp string
 
 	// Guarded by mu while the file is written.
 	mu sync.Mutex
@@ -197,7 +199,11 @@ type restoreFile struct {
 	interrupted bool
 	refused     error // set by planRestore: the file fails without a fetch
 	done        bool  // renamed into place, or given up and its temporary file removed
+	created     bool  // its temporary file was created by this run
 	start       time.Time
+	// reserved is what of the file's size is not written yet, counted
+	// in the restorer's pending; guarded by the restorer's mu.
+	reserved int64
 }
 
 // piece is one unit of work: bytes [off, off+n) of a file, fetched and
@@ -256,17 +262,14 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	if err != nil {
 		return nil, &exitError{2, fmt.Errorf("DEST_DIR %s: %w", c.Dest, err)}
 	}
-	files, err := planRestore(src, dest, log)
-	if err != nil {
-		return nil, err
-	}
+	files := planRestore(src, log)
 
-	// DEST_DIR: created if absent, locked against a second restore, and
-	// checked before anything is written into it.
+	// DEST_DIR: created if absent, then held open, locked against a
+	// second restore, and checked before anything is written into it.
 	// How many directories MkdirAll creates, DEST_DIR and those above
 	// it: the entry of each is synced with the rest, so a crash cannot
-	// take the tree away. Counted, not named: DEST_DIR is named where
-	// its symlinks lead below.
+	// take the tree away. The directories above DEST_DIR are the
+	// operator's: they are named by path, and only synced.
 	created := 0
 	for d := dest; d != filepath.Dir(d); d = filepath.Dir(d) {
 		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
@@ -278,47 +281,48 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 		return nil, &exitError{2, fmt.Errorf("DEST_DIR %s: %w", dest, err)}
 	}
 	// A DEST_DIR that is a symlink (or under one) is checked, locked
-	// and written where it leads: the walk of checkDest does not follow
-	// a link at its root, and would pass any directory behind one.
+	// and written where it leads, once: from here on every name below
+	// it is reached from the descriptor opened on it (destDir).
 	if real, err := filepath.EvalSymlinks(dest); err != nil {
 		return nil, &exitError{2, fmt.Errorf("DEST_DIR %s: %w", dest, err)}
-	} else if real != dest {
+	} else {
 		dest = real
-		if files, err = planRestore(src, dest, log); err != nil {
-			return nil, err
-		}
 	}
 	if err := c.checkCacheOutside(dest); err != nil {
 		return nil, &exitError{2, err}
 	}
-	lock, err := lockDest(dest)
+	dd, err := openDestDir(dest)
 	if err != nil {
+		return nil, &exitError{2, fmt.Errorf("DEST_DIR: %w", err)}
+	}
+	defer dd.Close()
+	if err := lockDest(dd); err != nil {
 		return nil, err
 	}
-	defer lock.Close()
-	if err := checkDest(dest, files); err != nil {
+	extra, err := examineDest(dd, files, c.identity(src), log)
+	if err != nil {
 		return nil, &exitError{2, err}
 	}
-	if err := claimDest(dest, c.identity(src), log); err != nil {
-		return nil, &exitError{2, err}
+	if err := removeExtra(dd, extra, c.KeepExtra, log); err != nil {
+		return nil, err
 	}
 
 	sum := &restoreSummary{files: len(files)}
-	todo, replace, err := c.present(ctx, files, sum, log)
+	todo, replace, err := c.present(ctx, dd, files, sum, log)
 	if err != nil {
 		return nil, err
 	}
 
 	setMemoryLimit(restoreMemoryBound(c, src.keys), log)
 	var pc reader.Cache = discardCache{}
-	cacheDir := "none (--no-cache)"
+	cacheDir, cacheDirPath := "none (--no-cache)", ""
 	if !c.NoCache {
 		dc, err := openCache(c.cacheFlags, fetcher.CacheSource(src.store), log)
 		if err != nil {
 			return nil, err
 		}
 		defer dc.Close()
-		pc, cacheDir = dc, dc.Dir()
+		pc, cacheDir, cacheDirPath = dc, dc.Dir(), dc.Dir()
 	}
 	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches})
 	defer sched.Close()
@@ -355,8 +359,8 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	// Files that failed the check of an earlier run's copy go before
 	// their fetch: a file under its final name is always verified.
 	for _, f := range replace {
-		if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("remove %s, which failed its check: %w", f.path, err)
+		if err := dd.Remove(f.entry.Name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("remove %s, which failed its check: %w", dd.display(f.entry.Name), err)
 		}
 	}
 	var total int64
@@ -366,11 +370,11 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	log.Info("restoring", "source", src.store.String(), "dest", dest, "files", len(todo), "bytes", total,
 		"present", sum.skipped, "verify", c.Verify, "cache", cacheDir, "max_fetches", c.MaxFetches, "part_size", int64(c.PartSize))
 
-	r := &restorer{rd: rd, partSize: int64(c.PartSize), level: c.Verify, dest: dest, log: log, files: len(todo),
-		dirs: map[string]bool{}, sum: sum}
+	r := &restorer{rd: rd, partSize: int64(c.PartSize), level: c.Verify, dd: dd, log: log, files: len(todo),
+		dirs: map[string]bool{}, sum: sum, space: c.spaceRule(dd, cacheDirPath, log)}
 	// The directories holding those MkdirAll made.
 	for i, d := 0, dest; i < created && d != filepath.Dir(d); i, d = i+1, filepath.Dir(d) {
-		r.dirs[filepath.Dir(d)] = true
+		r.above = append(r.above, filepath.Dir(d))
 	}
 	// A file skipped as present may have been renamed by a run that was
 	// killed before it synced the directory: its directories are synced
@@ -414,209 +418,6 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	return sum, syncErr
 }
 
-// planRestore returns the files the restore writes: those a mount of the
-// source shows (segfs.Shown), smallest first, then by name, each with its
-// local paths below dest. A source whose names would collide with the
-// temporary files is refused.
-func planRestore(src *source, dest string, log *slog.Logger) ([]*restoreFile, error) {
-	expected := map[string]uint64{}
-	if src.shard != nil {
-		for _, f := range src.shard.Metadata.Files {
-			expected[f.Name] = f.Checksum
-		}
-	}
-	entries := segfs.Shown(src.entries, log)
-	files := make([]*restoreFile, 0, len(entries))
-	names := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		f := &restoreFile{entry: e, size: e.Size(),
-			path: filepath.Join(dest, filepath.FromSlash(e.Name)),
-			temp: filepath.Join(dest, filepath.FromSlash(tempName(e.Name)))}
-		// A size no object can have (a listing's lie) fails its file
-		// alone, before its piece count could overflow; it is neither
-		// checked nor fetched.
-		if n := f.size; n < 0 || n > fetcher.MaxObjectSize {
-			f.refused = fmt.Errorf("the source lists it with %d bytes, more than an object holds (%d) or less than none", n, int64(fetcher.MaxObjectSize))
-			f.size = 0
-		}
-		// segments_N of a layout is its metadata's bytes, not the blob
-		// the metadata's checksum is of.
-		if sum, ok := expected[e.Name]; ok && e.Inline == nil {
-			f.expected = &sum
-		}
-		files = append(files, f)
-		names[e.Name] = true
-	}
-	dirs := dirsOf(files)
-	for _, f := range files {
-		if t := tempName(f.entry.Name); names[t] || dirs[t] {
-			return nil, fmt.Errorf("the source has %s, the name segfs restore writes %s to before renaming it: it cannot be restored", t, f.entry.Name)
-		}
-	}
-	sort.SliceStable(files, func(i, j int) bool {
-		if files[i].size != files[j].size {
-			return files[i].size < files[j].size
-		}
-		return files[i].entry.Name < files[j].entry.Name
-	})
-	return files, nil
-}
-
-// tempName returns the name, relative to DEST_DIR and '/'-separated, of
-// the temporary file name is written to before it is renamed into place:
-// in name's own directory, so that the rename never crosses a file
-// system, and hidden: ".BASE.segfs-restore", or for a base too long for
-// that, a hash of it in its place.
-func tempName(name string) string {
-	dir, base := path.Split(name)
-	t := "." + base + tempSuffix
-	if len(t) > maxNameLen {
-		sum := sha256.Sum256([]byte(base))
-		t = "." + hex.EncodeToString(sum[:16]) + tempSuffix
-	}
-	return dir + t
-}
-
-// dirsOf returns every directory the files' names imply, '/'-separated
-// and relative to DEST_DIR, DEST_DIR itself not included.
-func dirsOf(files []*restoreFile) map[string]bool {
-	dirs := map[string]bool{}
-	for _, f := range files {
-		for d := path.Dir(f.entry.Name); d != "." && !dirs[d]; d = path.Dir(d) {
-			dirs[d] = true
-		}
-	}
-	return dirs
-}
-
-// flock applies how (unix.LOCK_*) to f's flock, again when a signal
-// interrupts it.
-func flock(f *os.File, how int) error {
-	for {
-		if err := unix.Flock(int(f.Fd()), how); err != unix.EINTR {
-			return err
-		}
-	}
-}
-
-// lockDest takes an exclusive lock of DEST_DIR for the restore's time,
-// so that two restores never write into one directory at once.
-func lockDest(dest string) (*os.File, error) {
-	d, err := os.Open(dest)
-	if err != nil {
-		return nil, fmt.Errorf("DEST_DIR %s: %w", dest, err)
-	}
-	err = flock(d, unix.LOCK_EX|unix.LOCK_NB)
-	switch {
-	case err == unix.EWOULDBLOCK:
-		d.Close()
-		return nil, fmt.Errorf("DEST_DIR %s: another segfs restore is writing into it", dest)
-	case err != nil:
-		d.Close()
-		return nil, fmt.Errorf("DEST_DIR %s: lock: %w", dest, err)
-	}
-	return d, nil
-}
-
-// destXattr names the source a DEST_DIR holds a restore of, on the
-// directory itself: no file in it, which an index would hold as its own.
-const destXattr = "user.segfs.restore"
-
-// identity names what a restore restores, for destXattr: the source
-// (without credentials) and, for a layout, the shard.
-func (c *restoreCmd) identity(src *source) string {
-	id := src.store.String()
-	if c.Layout != "plain" {
-		id += fmt.Sprintf(" layout=%s index-uuid=%s shard=%d", c.Layout, c.IndexUUID, c.Shard)
-	}
-	return id
-}
-
-// claimDest refuses a DEST_DIR that holds a restore of another source,
-// or that is not empty and no restore made, then marks it as holding a
-// restore of id, before anything is written. checkDest has passed: only
-// names of the source's files are there, but those can be another
-// shard's, whose files a restore would replace. On a file system
-// without user extended attributes, checkDest's is the only check.
-func claimDest(dest, id string, log *slog.Logger) error {
-	buf := make([]byte, 4096)
-	n, err := unix.Getxattr(dest, destXattr, buf)
-	switch {
-	case err == nil && string(buf[:n]) == id:
-		return nil
-	case errors.Is(err, unix.ENOTSUP):
-		log.Debug("DEST_DIR's file system keeps no extended attributes: it is checked by its files' names alone", "dest", dest)
-		return nil
-	case err != nil && !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.ERANGE):
-		return fmt.Errorf("DEST_DIR %s: %w", dest, err)
-	}
-	// Another source's mark, or none: only an empty DEST_DIR is taken.
-	ents, rerr := os.ReadDir(dest)
-	switch {
-	case rerr != nil:
-		return fmt.Errorf("DEST_DIR %s: %w", dest, rerr)
-	case len(ents) > 0 && err == nil:
-		return fmt.Errorf("DEST_DIR %s holds a restore of %s, not of %s: nothing was written", dest, buf[:n], id)
-	case len(ents) > 0:
-		return fmt.Errorf("DEST_DIR %s is not empty and no segfs restore wrote it (it has no %s attribute): restore into an empty directory, or, if it holds files of this source, mark it with `setfattr -n %s -v %q %s`; nothing was written", dest, destXattr, destXattr, id, dest)
-	}
-	if err := unix.Setxattr(dest, destXattr, []byte(id), 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
-		return fmt.Errorf("DEST_DIR %s: mark it as a restore of %s: %w", dest, id, err)
-	}
-	return nil
-}
-
-// checkDest refuses a DEST_DIR that holds anything but an earlier
-// restore of files: every entry below it must be a regular file under
-// the final or the temporary name of one of them, or a directory one of
-// them is in. It only reads, and names the first other entry in lexical
-// order.
-func checkDest(dest string, files []*restoreFile) error {
-	ok := make(map[string]bool, 2*len(files))
-	for _, f := range files {
-		ok[f.entry.Name] = true
-		ok[tempName(f.entry.Name)] = true
-	}
-	dirs := dirsOf(files)
-	var refused error // the first other entry, stopping the walk
-	foreign := func(rel, what string) error {
-		refused = fmt.Errorf("DEST_DIR %s holds %s, %s: segfs restore writes only into an empty directory or one holding an earlier restore of the same source; nothing was written", dest, rel, what)
-		return refused
-	}
-	err := filepath.WalkDir(dest, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == dest {
-			return nil
-		}
-		rel, err := filepath.Rel(dest, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		switch {
-		case d.IsDir() && dirs[rel]:
-			return nil
-		case d.IsDir():
-			return foreign(rel+"/", "a directory no file of the source is in")
-		case d.Type().IsRegular() && ok[rel]:
-			return nil
-		case d.Type().IsRegular():
-			return foreign(rel, "a file the source does not have")
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return foreign(rel, "a symbolic link, not a regular file")
-		}
-		return foreign(rel, "a special file, not a regular file")
-	})
-	switch {
-	case err == nil, err == refused:
-		return err
-	}
-	return fmt.Errorf("DEST_DIR %s: %w", dest, err)
-}
-
 // present checks each file an earlier run left under its final name, at
 // most presentCheckers at once: one of the right length and modification
 // time (when the store gives one) that passes the check of --verify is
@@ -624,7 +425,7 @@ func checkDest(dest string, files []*restoreFile) error {
 // to be replaced. It returns the files to fetch, and those of them whose
 // present copy must go first. Only an interrupt or an error reading
 // DEST_DIR is an error.
-func (c *restoreCmd) present(ctx context.Context, files []*restoreFile, sum *restoreSummary, log *slog.Logger) (todo, replace []*restoreFile, err error) {
+func (c *restoreCmd) present(ctx context.Context, dd *destDir, files []*restoreFile, sum *restoreSummary, log *slog.Logger) (todo, replace []*restoreFile, err error) {
 	type verdict struct {
 		skip bool
 		why  string // why a present copy is replaced; "" for none there
@@ -637,7 +438,7 @@ func (c *restoreCmd) present(ctx context.Context, files []*restoreFile, sum *res
 			continue
 		}
 		g.Go(func() error {
-			skip, why, err := c.checkPresent(gctx, f)
+			skip, why, err := c.checkPresent(gctx, dd, f)
 			verdicts[i] = verdict{skip, why}
 			return err
 		})
@@ -654,8 +455,8 @@ func (c *restoreCmd) present(ctx context.Context, files []*restoreFile, sum *res
 			sum.skipped++
 			sum.skippedBytes += f.size
 			log.Info("present and verified; skipped", "file", f.entry.Name, "size", f.size)
-			if err := os.Remove(f.temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, nil, fmt.Errorf("remove the stale %s: %w", f.temp, err)
+			if err := dd.Remove(f.temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, nil, fmt.Errorf("remove the stale %s: %w", dd.display(f.temp), err)
 			}
 			continue
 		case v.why != "":
@@ -670,25 +471,25 @@ func (c *restoreCmd) present(ctx context.Context, files []*restoreFile, sum *res
 // checkPresent reports whether f's final name holds it, complete and
 // verified at the level of --verify; if not, why ("" when nothing is
 // there).
-func (c *restoreCmd) checkPresent(ctx context.Context, f *restoreFile) (skip bool, why string, err error) {
+func (c *restoreCmd) checkPresent(ctx context.Context, dd *destDir, f *restoreFile) (skip bool, why string, err error) {
 	if err := ctx.Err(); err != nil {
 		return false, "", err
 	}
-	fi, err := os.Lstat(f.path)
+	fi, err := dd.Lstat(f.entry.Name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, "", nil
 	case err != nil:
 		return false, "", fmt.Errorf("DEST_DIR: %w", err)
 	case !fi.Mode().IsRegular():
-		return false, "", fmt.Errorf("DEST_DIR: %s is not a regular file", f.path)
+		return false, "", fmt.Errorf("DEST_DIR: %s is not a regular file", dd.display(f.entry.Name))
 	case fi.Size() != f.size:
 		return false, fmt.Sprintf("%d bytes, the source's are %d", fi.Size(), f.size), nil
 	}
 	if mt := f.entry.Obj.ModTime; !mt.IsZero() && fi.ModTime().Unix() != mt.Unix() {
 		return false, fmt.Sprintf("modified %v, the source's %v", fi.ModTime().UTC(), mt.UTC()), nil
 	}
-	file, err := os.OpenFile(f.path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	file, err := dd.OpenFile(f.entry.Name, os.O_RDONLY, 0)
 	if err != nil {
 		return false, "", fmt.Errorf("DEST_DIR: %w", err)
 	}
@@ -768,17 +569,22 @@ type restorer struct {
 	rd       *reader.Reader
 	partSize int64
 	level    string
-	dest     string
+	dd       *destDir
 	log      *slog.Logger
 	bar      *progressbar.ProgressBar // nil off a terminal
 	files    int                      // files to restore, for the bar
+	space    spaceRule
+	above    []string // directories above DEST_DIR holding one that MkdirAll made
 
 	directBytes atomic.Int64 // bytes written with O_DIRECT
 
 	mu       sync.Mutex
 	finished int             // files renamed into place or failed
-	dirs     map[string]bool // directories a file was renamed into, and those above them
+	dirs     map[string]bool // directories below DEST_DIR a file was renamed into, and those above them ("." is DEST_DIR)
 	sum      *restoreSummary
+	// pending is what the temporary files being written still lack, in
+	// bytes: the space they will take beyond what they take now.
+	pending int64
 }
 
 // run fetches and writes the files' pieces, smallest files first, with at
@@ -848,8 +654,9 @@ func (r *restorer) write(ctx context.Context, p piece, buf []byte) error {
 	}
 	if f.entry.Inline != nil {
 		if _, err := out.WriteAt(f.entry.Inline, 0); err != nil {
-			return fmt.Errorf("write %s: %w", f.temp, err)
+			return fmt.Errorf("write %s: %w", r.dd.display(f.temp), err)
 		}
+		r.wrote(f, len(f.entry.Inline))
 		r.progress(len(f.entry.Inline))
 		return nil
 	}
@@ -871,8 +678,9 @@ func (r *restorer) write(ctx context.Context, p piece, buf []byte) error {
 			release()
 		}
 		if err != nil {
-			return fmt.Errorf("write %s at %d: %w", f.temp, off, err)
+			return fmt.Errorf("write %s at %d: %w", r.dd.display(f.temp), off, err)
 		}
+		r.wrote(f, len(data))
 		r.progress(len(data))
 		off += int64(len(data))
 	}
@@ -892,22 +700,25 @@ func (r *restorer) tempFile(f *restoreFile) (*os.File, error) {
 		return f.f, nil
 	}
 	f.start = time.Now()
-	if err := os.MkdirAll(filepath.Dir(f.temp), 0o755); err != nil {
+	if err := r.reserve(f); err != nil {
 		return nil, err
 	}
-	// O_NOFOLLOW: whatever appeared there since checkDest, nothing is
-	// written through a link.
+	// Through the held DEST_DIR (destDir): whatever appeared below it
+	// since its check, nothing is written through a link, and nothing
+	// outside it.
 	// An earlier run's temporary file is unlinked, not truncated: a
 	// file linked there from elsewhere is left as it is, and the new one
 	// is restore's own (O_EXCL).
-	if err := os.Remove(f.temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := r.dd.Remove(f.temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.unreserve(f)
 		return nil, err
 	}
-	out, err := os.OpenFile(f.temp, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	out, err := r.dd.OpenFile(f.temp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
+		r.unreserve(f)
 		return nil, err
 	}
-	f.f = out
+	f.f, f.created = out, true
 	// Whole parts go to the disk with O_DIRECT: from the part's own
 	// buffer, with no copy into the page cache and no writeback of it
 	// at the fsync, which on this path is what bounds a restore
@@ -966,6 +777,7 @@ func (r *restorer) pieceDone(ctx context.Context, p piece, err error, buf []byte
 		return
 	}
 	f.done = true
+	r.unreserve(f)
 	r.restored(f)
 }
 
@@ -996,34 +808,32 @@ func (r *restorer) seal(ctx context.Context, f *restoreFile, buf []byte) error {
 		return err
 	}
 	if mt := f.entry.Obj.ModTime; !mt.IsZero() {
-		if err := os.Chtimes(f.temp, mt, mt); err != nil {
-			return err
+		if err := futimens(f.f, mt); err != nil {
+			return fmt.Errorf("set the modification time of %s: %w", r.dd.display(f.temp), err)
 		}
 	}
 	if f.direct != nil {
 		if err := f.direct.Close(); err != nil {
-			return fmt.Errorf("close %s: %w", f.temp, err)
+			return fmt.Errorf("close %s: %w", r.dd.display(f.temp), err)
 		}
 		f.direct = nil
 	}
 	if err := f.f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", f.temp, err)
+		return fmt.Errorf("sync %s: %w", r.dd.display(f.temp), err)
 	}
 	err = f.f.Close()
 	f.f = nil
 	if err != nil {
-		return fmt.Errorf("close %s: %w", f.temp, err)
+		return fmt.Errorf("close %s: %w", r.dd.display(f.temp), err)
 	}
-	if err := os.Rename(f.temp, f.path); err != nil {
-		return err
-	}
-	return nil
+	return r.dd.Rename(f.temp, f.entry.Name)
 }
 
 // discard closes and removes f's temporary file, if it has one: it is
 // not complete, or failed its check. f.mu is held.
 func (r *restorer) discard(f *restoreFile) {
 	f.done = true
+	r.unreserve(f)
 	if f.direct != nil {
 		f.direct.Close()
 		f.direct = nil
@@ -1032,8 +842,11 @@ func (r *restorer) discard(f *restoreFile) {
 		f.f.Close()
 		f.f = nil
 	}
-	if err := os.Remove(f.temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		r.log.Warn("could not remove a temporary file; the next restore replaces it", "file", f.temp, "err", err)
+	if !f.created {
+		return
+	}
+	if err := r.dd.Remove(f.temp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.log.Warn("could not remove a temporary file; the next restore replaces it", "file", r.dd.display(f.temp), "err", err)
 	}
 }
 
@@ -1079,8 +892,8 @@ func (r *restorer) fileEnded() {
 }
 
 // syncDirs syncs every directory a file was renamed into, and those
-// above it up to DEST_DIR (which hold the entries of the directories
-// created), so the renames outlast a crash.
+// above it up to DEST_DIR and the directories above DEST_DIR that hold
+// one restore created, so the renames outlast a crash.
 func (r *restorer) syncDirs() error {
 	r.mu.Lock()
 	dirs := make([]string, 0, len(r.dirs))
@@ -1091,6 +904,11 @@ func (r *restorer) syncDirs() error {
 	sort.Strings(dirs)
 	var errs []error
 	for _, d := range dirs {
+		if err := r.dd.SyncDir(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, d := range r.above {
 		if err := syncDir(d); err != nil {
 			errs = append(errs, err)
 		}
@@ -1098,13 +916,14 @@ func (r *restorer) syncDirs() error {
 	return errors.Join(errs...)
 }
 
+// syncDir syncs the directory at dir, a path above DEST_DIR.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
+	fd, err := openNoFollow(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
+		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
@@ -1171,10 +990,22 @@ func restoreMemoryBound(c *restoreCmd, keys int) memoryBound {
 // markDirs records the directories from f's up to DEST_DIR for the
 // final sync. r.mu is held, or r is not yet shared.
 func (r *restorer) markDirs(f *restoreFile) {
-	for d := filepath.Dir(f.path); !r.dirs[d]; d = filepath.Dir(d) {
+	for d := path.Dir(f.entry.Name); !r.dirs[d]; d = path.Dir(d) {
 		r.dirs[d] = true
-		if d == r.dest || len(d) <= len(r.dest) {
+		if d == "." {
 			break
 		}
 	}
+}
+
+// futimens sets f's access and modification times to t, to the
+// nanosecond, through its descriptor: utimensat with a NULL path, as
+// the C library's futimens is (the package's UtimesNanoAt needs a name).
+func futimens(f *os.File, t time.Time) error {
+	ts := [2]unix.Timespec{unix.NsecToTimespec(t.UnixNano()), unix.NsecToTimespec(t.UnixNano())}
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }

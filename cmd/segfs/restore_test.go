@@ -206,10 +206,23 @@ func TestRestoreTempName(t *testing.T) {
 // source (final or temporary names) and directories on the way to them,
 // and names the first other entry.
 func TestRestoreCheckDest(t *testing.T) {
-	files := []*restoreFile{
-		{entry: reader.Entry{Name: "a/b/_0.cfs"}},
-		{entry: reader.Entry{Name: "a/_1.si"}},
-		{entry: reader.Entry{Name: "top"}},
+	var files []*restoreFile
+	for _, n := range []string{"a/b/_0.cfs", "a/_1.si", "top"} {
+		files = append(files, &restoreFile{entry: reader.Entry{Name: n}, temp: tempName(n)})
+	}
+	// check is checkDest of dir, its first entry the source does not have
+	// as an error.
+	check := func(t *testing.T, dir string) error {
+		dd, err := openDestDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dd.Close()
+		extra, _, err := checkDest(dd, files)
+		if err == nil && extra.first != "" {
+			err = errors.New("holds " + extra.first)
+		}
+		return err
 	}
 	mk := func(t *testing.T, names ...string) string {
 		dir := t.TempDir()
@@ -241,7 +254,7 @@ func TestRestoreCheckDest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := mk(t, tc.entries...)
-			err := checkDest(dir, files)
+			err := check(t, dir)
 			switch {
 			case tc.foreign == "" && err != nil:
 				t.Errorf("refused: %v", err)
@@ -257,7 +270,7 @@ func TestRestoreCheckDest(t *testing.T) {
 		if err := os.Symlink("/etc/passwd", filepath.Join(dir, "top")); err != nil {
 			t.Fatal(err)
 		}
-		if err := checkDest(dir, files); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		if err := check(t, dir); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 			t.Errorf("a link at a final name: %v, want it refused as a symbolic link", err)
 		}
 	})
@@ -586,9 +599,9 @@ func TestRestorePlanRefusesBadSizes(t *testing.T) {
 			{Name: "_0.si", Obj: fetcher.Object{Key: "_0.si", Size: 10}},
 			{Name: "_0.cfs", Obj: fetcher.Object{Key: "_0.cfs", Size: size}},
 		}}
-		files, err := planRestore(src, t.TempDir(), slog.New(slog.DiscardHandler))
-		if err != nil || len(files) != 2 {
-			t.Fatalf("size %d: %d files, %v; want both planned", size, len(files), err)
+		files := planRestore(src, slog.New(slog.DiscardHandler))
+		if len(files) != 2 {
+			t.Fatalf("size %d: %d files; want both planned", size, len(files))
 		}
 		for _, f := range files {
 			switch {

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Every operation of destDir fails with errSwapped where a directory on
+// the way is a symlink (here to a directory outside DEST_DIR) or a
+// file, and touches nothing where the link leads; a name with an empty,
+// "." or ".." component is refused.
+func TestDestDirNeverFollowsALink(t *testing.T) {
+	dest, outside := t.TempDir(), t.TempDir()
+	writeTree(t, outside, map[string][]byte{"f": []byte("outside's own")})
+	writeTree(t, dest, map[string][]byte{"d/f": []byte("mine"), "file": []byte("a file")})
+	if err := os.Symlink(outside, filepath.Join(dest, "link")); err != nil {
+		t.Fatal(err)
+	}
+	dd, err := openDestDir(dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dd.Close()
+
+	for _, dir := range []string{"link", "file"} {
+		for name, op := range map[string]func() error{
+			"OpenFile create": func() error {
+				f, err := dd.OpenFile(dir+"/new", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+				if err == nil {
+					f.Close()
+				}
+				return err
+			},
+			"OpenFile read": func() error {
+				f, err := dd.OpenFile(dir+"/f", os.O_RDONLY, 0)
+				if err == nil {
+					f.Close()
+				}
+				return err
+			},
+			"Remove":    func() error { return dd.Remove(dir + "/f") },
+			"RemoveDir": func() error { return dd.RemoveDir(dir + "/sub") },
+			"Rename":    func() error { return dd.Rename(dir+"/f", dir+"/g") },
+			"Lstat":     func() error { _, err := dd.Lstat(dir + "/f"); return err },
+			"SyncDir":   func() error { return dd.SyncDir(dir) },
+			"Names":     func() error { _, err := dd.Names(dir); return err },
+			"deeper":    func() error { return dd.Remove(dir + "/a/b") },
+		} {
+			if err := op(); !errors.Is(err, errSwapped) {
+				t.Errorf("%s through %s: %v, want errSwapped", name, dir, err)
+			}
+		}
+	}
+	// The last component is not followed either.
+	if f, err := dd.OpenFile("link", os.O_RDONLY, 0); err == nil {
+		f.Close()
+		t.Errorf("opened the link itself")
+	}
+	if err := dd.Remove("link"); err != nil {
+		t.Errorf("remove the link itself: %v", err)
+	}
+	if got := treeOf(t, outside); len(got) != 1 || string(got["f"]) != "outside's own" {
+		t.Errorf("outside DEST_DIR changed: %q", got)
+	}
+	for _, bad := range []string{"../x", "d/../../x", "d//f", "./d", "d/.", "/abs", ""} {
+		if err := dd.Remove(bad); err == nil || errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Remove(%q): %v, want the name refused", bad, err)
+		}
+	}
+	// And what it is for works: create in a new directory, rename, list.
+	f, err := dd.OpenFile("n/m/.t", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := dd.Rename("n/m/.t", "n/m/t"); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := dd.Names("n/m"); err != nil || len(names) != 1 || names[0] != "t" {
+		t.Errorf("n/m holds %q, %v; want t", names, err)
+	}
+}
+
+// A resume after the source dropped files (a refresh, a merge): the
+// files still in the source that pass their check are kept, those it no
+// longer has are removed, with the directories left empty, and the new
+// ones fetched; --keep-extra keeps the dropped ones.
+func TestRestoreResumeAfterTheSourceMovedOn(t *testing.T) {
+	src, dest := t.TempDir(), t.TempDir()
+	writeTree(t, src, map[string][]byte{"a": []byte("a1"), "d/b": []byte("b1"), "e/c": []byte("c1")})
+	if _, code, err := runRestore(t, fileURL(src), dest, "--no-cache"); code != 0 {
+		t.Fatalf("first restore: exit %d: %v", code, err)
+	}
+	for _, n := range []string{"d/b", "e/c"} {
+		if err := os.Remove(filepath.Join(src, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Remove(filepath.Join(src, "e"))
+	writeTree(t, src, map[string][]byte{"d/new": []byte("new"), "f": []byte("f1")})
+	// A stale temporary file of a dropped file goes too.
+	writeTree(t, dest, map[string][]byte{"e/.c.segfs-restore": []byte("half")})
+
+	keep := t.TempDir()
+	writeTree(t, keep, treeOf(t, dest))
+	copyMark(t, dest, keep)
+
+	sum, code, err := runRestore(t, fileURL(src), dest, "--no-cache")
+	if code != 0 || sum.skipped != 1 || sum.restored != 2 {
+		t.Fatalf("resume: exit %d, %v, %v; want a skipped, d/new and f restored", code, err, sum)
+	}
+	sameTree(t, treeOf(t, dest), treeOf(t, src))
+	if _, err := os.Lstat(filepath.Join(dest, "e")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("e/, which no file of the source is in, is still there: %v", err)
+	}
+
+	if _, code, err := runRestore(t, fileURL(src), keep, "--no-cache", "--keep-extra"); code != 0 {
+		t.Fatalf("resume with --keep-extra: exit %d: %v", code, err)
+	}
+	want := treeOf(t, src)
+	want["d/b"], want["e/c"], want["e/.c.segfs-restore"] = []byte("b1"), []byte("c1"), []byte("half")
+	sameTree(t, treeOf(t, keep), want)
+}
+
+// copyMark gives to the destXattr of from.
+func copyMark(t *testing.T, from, to string) {
+	t.Helper()
+	buf := make([]byte, 4096)
+	n, err := unix.Getxattr(from, destXattr, buf)
+	if err != nil {
+		t.Skipf("no user extended attributes here: %v", err)
+	}
+	if err := unix.Setxattr(to, destXattr, buf[:n], 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A DEST_DIR whose only entry is an empty lost+found (a new file
+// system's root) is taken, and lost+found left as it is; one with files
+// in lost+found is refused, untouched.
+func TestRestoreIntoAFileSystemRoot(t *testing.T) {
+	src, want := plainShard(t)
+	dest := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dest, lostFound), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := runRestore(t, fileURL(src), dest, "--no-cache"); code != 0 {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dest, lostFound)); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("lost+found after the restore: %v, %v", fi, err)
+	}
+	sameTree(t, treeOf(t, dest), want)
+	// And again: a resume of the same source, lost+found beside it.
+	if sum, code, err := runRestore(t, fileURL(src), dest, "--no-cache"); code != 0 || sum.restored != 0 {
+		t.Fatalf("resume: exit %d: %v %v", code, err, sum)
+	}
+
+	dest2 := t.TempDir()
+	writeTree(t, dest2, map[string][]byte{lostFound + "/#1234": []byte("fsck's")})
+	_, code, err := runRestore(t, fileURL(src), dest2, "--no-cache")
+	if code != 2 || err == nil || !strings.Contains(err.Error(), lostFound) {
+		t.Errorf("a lost+found with files: exit %d, %v; want 2 naming it", code, err)
+	}
+	if got := treeOf(t, dest2); len(got) != 1 {
+		t.Errorf("DEST_DIR changed: %q", got)
+	}
+}
+
+// A key in the form of restore's temporary names fails alone, named;
+// the file whose temporary name it has is restored.
+func TestRestoreTempFormKeyFailsAlone(t *testing.T) {
+	src, dest := t.TempDir(), t.TempDir()
+	writeTree(t, src, map[string][]byte{
+		"x":                    []byte("the real x"),
+		".x.segfs-restore":     []byte("hostile"),
+		".d.segfs-restore/y":   []byte("hostile too"),
+		"ok/.hidden":           []byte("fine"),
+		"ok/x.segfs-restore":   []byte("fine: no leading dot"),
+		"ok/.a.segfs-restore~": []byte("fine: another suffix"),
+	})
+	sum, code, _ := runRestore(t, fileURL(src), dest, "--no-cache")
+	if code != 1 || sum == nil || len(sum.failed) != 2 {
+		t.Fatalf("exit %d, %v; want 1 with two failed", code, sum)
+	}
+	for _, f := range sum.failed {
+		if !strings.Contains(f.err.Error(), "form of the names segfs restore writes") {
+			t.Errorf("%s: %v", f.name, f.err)
+		}
+	}
+	want := treeOf(t, src)
+	delete(want, ".x.segfs-restore")
+	delete(want, ".d.segfs-restore/y")
+	sameTree(t, treeOf(t, dest), want)
+}
+
+// A DEST_DIR inside a file:// source is refused, before anything is
+// written: each run would nest a copy of the last.
+func TestRestoreRefusesDestInsideSource(t *testing.T) {
+	src, _ := plainShard(t)
+	for _, dest := range []string{filepath.Join(src, "restored"), src} {
+		_, code, err := runRestore(t, fileURL(src), dest, "--no-cache")
+		if code != 2 || err == nil || !strings.Contains(err.Error(), "inside the source") {
+			t.Errorf("DEST_DIR %s: exit %d, %v; want 2, inside the source", dest, code, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(src, "restored")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("something was written: %v", err)
+	}
+	// Behind a link, too.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(src, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := runRestore(t, fileURL(src), filepath.Join(link, "sub"), "--no-cache"); code != 2 {
+		t.Errorf("DEST_DIR behind a link into the source: exit %d, %v; want 2", code, err)
+	}
+}
