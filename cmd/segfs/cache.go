@@ -29,16 +29,9 @@ type cacheFlags struct {
 // default each has its own. A directory the cache refuses fails the mount
 // with one line naming it and the reason, and nothing in it is touched.
 func openCache(c cacheFlags, source string, log *slog.Logger) (*cache.Cache, error) {
-	dir := c.CacheDir
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return nil, fmt.Errorf("no --cache-dir and no user cache directory: %w", err)
-		}
-		// One directory per source, so that mounts of different sources
-		// do not contend for one cache's lock.
-		sum := sha256.Sum256([]byte(source))
-		dir = filepath.Join(base, "segfs", hex.EncodeToString(sum[:8]))
+	dir, err := c.dir(source)
+	if err != nil {
+		return nil, err
 	}
 	minFree, fraction, err := parseMinFree(c.CacheMinFree)
 	if err != nil {
@@ -62,6 +55,21 @@ func openCache(c cacheFlags, source string, log *slog.Logger) (*cache.Cache, err
 		return nil, fmt.Errorf("--cache-dir %s: %w", dir, err)
 	}
 	return pc, nil
+}
+
+// dir is the cache directory of source the flags name: --cache-dir, or
+// one of source's own under the user's cache directory, so that mounts
+// of different sources do not contend for one cache's lock.
+func (c cacheFlags) dir(source string) (string, error) {
+	if c.CacheDir != "" {
+		return c.CacheDir, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no --cache-dir and no user cache directory: %w", err)
+	}
+	sum := sha256.Sum256([]byte(source))
+	return filepath.Join(base, "segfs", hex.EncodeToString(sum[:8])), nil
 }
 
 // lineError is an error whose message is written for the user in full,

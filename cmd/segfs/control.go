@@ -24,6 +24,7 @@ import (
 	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
+	"golang.org/x/sys/unix"
 )
 
 // The control socket: `segfs status` and `segfs warm` reach the daemon
@@ -103,6 +104,16 @@ func checkOwnDir(dir string) error {
 		return fmt.Errorf("control directory %s has mode %04o: others may reach it; chmod 700 it or pass --control-dir", dir, fi.Mode().Perm())
 	}
 	return nil
+}
+
+// flock applies how (unix.LOCK_*) to f's flock, again when a signal
+// interrupts it.
+func flock(f *os.File, how int) error {
+	for {
+		if err := unix.Flock(int(f.Fd()), how); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // lockControlDir takes the control directory's lock (an flock on its

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
@@ -20,10 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/segfs/segfs/compress"
-	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/lucene"
-	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/restore"
 	"github.com/segfs/segfs/tests/leakcheck"
 	"github.com/segfs/segfs/tests/osremote"
 )
@@ -44,12 +42,12 @@ func parseRestore(t *testing.T, args ...string) *restoreCmd {
 
 // runRestore restores source into dest with args and returns the summary
 // and the exit code Run would end with (0 for none).
-func runRestore(t *testing.T, source, dest string, args ...string) (*restoreSummary, int, error) {
+func runRestore(t *testing.T, source, dest string, args ...string) (*restore.Summary, int, error) {
 	t.Helper()
 	return runRestoreCtx(t, context.Background(), slog.New(slog.DiscardHandler), source, dest, args...)
 }
 
-func runRestoreCtx(t *testing.T, ctx context.Context, log *slog.Logger, source, dest string, args ...string) (*restoreSummary, int, error) {
+func runRestoreCtx(t *testing.T, ctx context.Context, log *slog.Logger, source, dest string, args ...string) (*restore.Summary, int, error) {
 	t.Helper()
 	t.Setenv("GOMEMLIMIT", "off") // the test process keeps its own memory limit
 	c := parseRestore(t, append(args, source, dest)...)
@@ -63,7 +61,7 @@ func runRestoreCtx(t *testing.T, ctx context.Context, log *slog.Logger, source, 
 		return sum, ee.code, err
 	case err != nil:
 		return sum, 1, err
-	case len(sum.failed) > 0:
+	case len(sum.Failed) > 0:
 		return sum, 1, nil
 	}
 	return sum, 0, nil
@@ -118,7 +116,7 @@ func sameTree(t *testing.T, got, want map[string][]byte) {
 		case !ok:
 			t.Errorf("%s is missing", name)
 		case !bytes.Equal(g, w):
-			t.Errorf("%s: %d bytes, want %d, first difference at %d", name, len(g), len(w), firstDifference(g, w))
+			t.Errorf("%s: %d bytes, want %d, not the same", name, len(g), len(w))
 		}
 	}
 	for name := range got {
@@ -177,105 +175,6 @@ func plainShard(t *testing.T) (string, map[string][]byte) {
 	return src, want
 }
 
-// The temporary name is in the file's own directory, hidden, and within
-// the kernel's name length for any valid name.
-func TestRestoreTempName(t *testing.T) {
-	for name, want := range map[string]string{
-		"_0.cfs":         "._0.cfs.segfs-restore",
-		"a/b/_0.cfs":     "a/b/._0.cfs.segfs-restore",
-		"segments_3":     ".segments_3.segfs-restore",
-		"dir/.hidden.si": "dir/..hidden.si.segfs-restore",
-	} {
-		if got := tempName(name); got != want {
-			t.Errorf("tempName(%q) = %q, want %q", name, got, want)
-		}
-	}
-	long := strings.Repeat("x", 250)
-	a, b := tempName("d/"+long), tempName("d/"+long[1:]+"y")
-	for _, n := range []string{a, b} {
-		if base := filepath.Base(n); len(base) > maxNameLen || !strings.HasPrefix(n, "d/.") || !strings.HasSuffix(n, tempSuffix) {
-			t.Errorf("temporary name %q of a 250-byte base: want d/.<hash>%s within %d bytes", n, tempSuffix, maxNameLen)
-		}
-	}
-	if a == b {
-		t.Errorf("two long names share the temporary name %q", a)
-	}
-}
-
-// checkDest accepts an empty DEST_DIR and one holding only files of the
-// source (final or temporary names) and directories on the way to them,
-// and names the first other entry.
-func TestRestoreCheckDest(t *testing.T) {
-	var files []*restoreFile
-	for _, n := range []string{"a/b/_0.cfs", "a/_1.si", "top"} {
-		files = append(files, &restoreFile{entry: reader.Entry{Name: n}, temp: tempName(n)})
-	}
-	// check is checkDest of dir, its first entry the source does not have
-	// as an error.
-	check := func(t *testing.T, dir string) error {
-		dd, err := openDestDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer dd.Close()
-		extra, _, err := checkDest(dd, files)
-		if err == nil && extra.first != "" {
-			err = errors.New("holds " + extra.first)
-		}
-		return err
-	}
-	mk := func(t *testing.T, names ...string) string {
-		dir := t.TempDir()
-		for _, n := range names {
-			p := filepath.Join(dir, filepath.FromSlash(n))
-			if strings.HasSuffix(n, "/") {
-				if err := os.MkdirAll(p, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			writeTree(t, dir, map[string][]byte{n: []byte("x")})
-		}
-		return dir
-	}
-	for _, tc := range []struct {
-		name    string
-		entries []string
-		foreign string // "" when accepted
-	}{
-		{"empty", nil, ""},
-		{"an earlier restore", []string{"a/b/_0.cfs", "a/._1.si.segfs-restore", "top", "a/b/"}, ""},
-		{"only directories", []string{"a/b/"}, ""},
-		{"an unrelated file", []string{"a/_1.si", "a/other"}, "a/other"},
-		{"an unrelated directory", []string{"top", "zzz/"}, "zzz/"},
-		{"a directory under a file's name", []string{"top/"}, "top/"},
-		{"a misnamed temporary file", []string{"a/b/_0.cfs.segfs-restore"}, "a/b/_0.cfs.segfs-restore"},
-		{"the first in order", []string{"b-extra", "a/zz", "top"}, "a/zz"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := mk(t, tc.entries...)
-			err := check(t, dir)
-			switch {
-			case tc.foreign == "" && err != nil:
-				t.Errorf("refused: %v", err)
-			case tc.foreign != "" && err == nil:
-				t.Errorf("accepted, want %s refused", tc.foreign)
-			case tc.foreign != "" && !strings.Contains(err.Error(), "holds "+tc.foreign+","):
-				t.Errorf("error %q does not name %s first", err, tc.foreign)
-			}
-		})
-	}
-	t.Run("a symbolic link under a file's name", func(t *testing.T) {
-		dir := mk(t)
-		if err := os.Symlink("/etc/passwd", filepath.Join(dir, "top")); err != nil {
-			t.Fatal(err)
-		}
-		if err := check(t, dir); err == nil || !strings.Contains(err.Error(), "symbolic link") {
-			t.Errorf("a link at a final name: %v, want it refused as a symbolic link", err)
-		}
-	})
-}
-
 // A plain file:// source restores byte-exact, with the objects'
 // modification times, leaving no temporary file; a second run fetches
 // nothing; a run after damage fetches only the files that are not as the
@@ -294,7 +193,7 @@ func TestRestorePlainAndResume(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %v %v", code, err, sum)
 			}
-			if sum.restored != len(want) || sum.skipped != 0 {
+			if sum.Restored != len(want) || sum.Skipped != 0 {
 				t.Errorf("summary %v: want %d restored", sum, len(want))
 			}
 			sameTree(t, treeOf(t, dest), want)
@@ -306,13 +205,13 @@ func TestRestorePlainAndResume(t *testing.T) {
 
 			// Nothing to do: every file is skipped without a GET.
 			sum, code, err = runRestore(t, fileURL(src), dest, args...)
-			if code != 0 || sum.restored != 0 || sum.skipped != len(want) {
+			if code != 0 || sum.Restored != 0 || sum.Skipped != len(want) {
 				t.Errorf("second run: exit %d (%v), %v; want every file skipped", code, err, sum)
 			}
 			// Listing reads the seek table of the one .zst object; no
 			// other GET.
-			if sum.gets > 2 {
-				t.Errorf("second run made %d GETs; want only the seek table's", sum.gets)
+			if sum.Gets > 2 {
+				t.Errorf("second run made %d GETs; want only the seek table's", sum.Gets)
 			}
 
 			// Damage: one file removed, one truncated, one with its footer
@@ -337,7 +236,7 @@ func TestRestorePlainAndResume(t *testing.T) {
 			// The footer check does not read the body, and a plain source
 			// has no checksum to hold the footer to: _1.doc, whose footer
 			// still parses, stays.
-			if sum.restored != 3 {
+			if sum.Restored != 3 {
 				t.Errorf("after damage: %v; want 3 restored (_0.si, notes.txt, _2.tim)", sum)
 			}
 			got := treeOf(t, dest)
@@ -348,7 +247,7 @@ func TestRestorePlainAndResume(t *testing.T) {
 			sameTree(t, got, want) // the temporary file is gone too
 
 			sum, code, err = runRestore(t, fileURL(src), dest, append(args, "--verify", "deep")...)
-			if code != 0 || sum.restored != 1 || sum.skipped != len(want)-1 {
+			if code != 0 || sum.Restored != 1 || sum.Skipped != len(want)-1 {
 				t.Errorf("--verify deep: exit %d (%v), %v; want _1.doc fetched again, the rest skipped", code, err, sum)
 			}
 			sameTree(t, treeOf(t, dest), want)
@@ -394,21 +293,21 @@ func TestRestoreInterrupted(t *testing.T) {
 	if err != nil || ctx.Err() == nil {
 		t.Fatalf("interrupted run: %v, %v (context %v)", sum, err, ctx.Err())
 	}
-	if sum.restored == 0 || sum.restored == len(want) || len(sum.failed) != 0 {
+	if sum.Restored == 0 || sum.Restored == len(want) || len(sum.Failed) != 0 {
 		t.Fatalf("interrupted run: %v; want some files restored, none failed", sum)
 	}
 	got := treeOf(t, dest)
-	if len(got) != sum.restored {
-		t.Errorf("%d files in DEST_DIR, %d restored: a temporary file is left", len(got), sum.restored)
+	if len(got) != sum.Restored {
+		t.Errorf("%d files in DEST_DIR, %d restored: a temporary file is left", len(got), sum.Restored)
 	}
 	for name, b := range got {
 		if !bytes.Equal(b, want[name]) {
 			t.Errorf("%s is under its final name but not the source's bytes", name)
 		}
 	}
-	first := sum.restored
+	first := sum.Restored
 	sum, code, err := runRestore(t, fileURL(src), dest, args...)
-	if code != 0 || sum.skipped != first || sum.restored != len(want)-first {
+	if code != 0 || sum.Skipped != first || sum.Restored != len(want)-first {
 		t.Errorf("second run: exit %d (%v), %v; want the %d restored skipped and the rest fetched", code, err, sum, first)
 	}
 	sameTree(t, treeOf(t, dest), want)
@@ -460,8 +359,8 @@ func TestRestoreOpenSearch(t *testing.T) {
 	}
 	dest3 := t.TempDir()
 	sum, code, _ = runRestore(t, fileURL(root), dest3, append(layoutArgs, "--verify", "deep")...)
-	if code != 1 || len(sum.failed) != 1 || sum.failed[0].name != victim || !errors.Is(sum.failed[0].err, lucene.ErrChecksum) {
-		t.Fatalf("deep check: exit %d, %v, failed %v; want %s failed on its checksum", code, sum, sum.failed, victim)
+	if code != 1 || len(sum.Failed) != 1 || sum.Failed[0].Name != victim || !errors.Is(sum.Failed[0].Err, lucene.ErrChecksum) {
+		t.Fatalf("deep check: exit %d, %v, failed %v; want %s failed on its checksum", code, sum, sum.Failed, victim)
 	}
 	got := treeOf(t, dest3)
 	if _, ok := got[victim]; ok {
@@ -578,39 +477,16 @@ func TestRestoreStopsAFailedFile(t *testing.T) {
 	dest := t.TempDir()
 	gone := onMessage{"restoring", func() { os.Remove(filepath.Join(src, filepath.FromSlash(big))) }}
 	sum, code, err := runRestoreCtx(t, context.Background(), slog.New(gone), fileURL(src), dest, args...)
-	if code != 1 || len(sum.failed) != 1 || sum.failed[0].name != big || sum.restored != len(want) {
+	if code != 1 || len(sum.Failed) != 1 || sum.Failed[0].Name != big || sum.Restored != len(want) {
 		t.Fatalf("exit %d (%v), %v; want 1, %s failed and the %d others restored", code, err, sum, big, len(want))
 	}
 	if _, err := os.Stat(filepath.Join(dest, filepath.FromSlash(big))); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("%s after its failure: %v; want no file under its name", big, err)
 	}
-	extra := sum.gets - base.gets
-	t.Logf("the failed file cost %d GETs (%d for the shard without it)", extra, base.gets)
+	extra := sum.Gets - base.Gets
+	t.Logf("the failed file cost %d GETs (%d for the shard without it)", extra, base.Gets)
 	if limit := int64(2 * restoreWorkers(2)); extra > limit {
 		t.Errorf("the failed file cost %d GETs; want at most %d (the pieces running when it failed)", extra, limit)
-	}
-}
-
-// A size no object can have, from a listing's lie, fails its file alone:
-// planned as refused, with its other files as they are.
-func TestRestorePlanRefusesBadSizes(t *testing.T) {
-	for _, size := range []int64{-1, fetcher.MaxObjectSize + 1, 1<<63 - 1} {
-		src := &source{entries: []reader.Entry{
-			{Name: "_0.si", Obj: fetcher.Object{Key: "_0.si", Size: 10}},
-			{Name: "_0.cfs", Obj: fetcher.Object{Key: "_0.cfs", Size: size}},
-		}}
-		files := planRestore(src, slog.New(slog.DiscardHandler))
-		if len(files) != 2 {
-			t.Fatalf("size %d: %d files; want both planned", size, len(files))
-		}
-		for _, f := range files {
-			switch {
-			case f.entry.Name == "_0.si" && f.refused != nil:
-				t.Errorf("size %d: _0.si refused: %v", size, f.refused)
-			case f.entry.Name == "_0.cfs" && (f.refused == nil || !strings.Contains(f.refused.Error(), fmt.Sprint(size))):
-				t.Errorf("size %d: _0.cfs refused with %v; want an error naming its size", size, f.refused)
-			}
-		}
 	}
 }
 
@@ -644,16 +520,19 @@ func TestRestoreRefusesAnotherSourcesRestore(t *testing.T) {
 	}
 	sameTree(t, treeOf(t, copied), before)
 	// The way the error gives through: mark the copy as B's restore.
-	if err := unix.Setxattr(copied, destXattr, []byte(fileURL(srcB)), 0); err != nil {
+	if err := unix.Setxattr(copied, restoreMark, []byte(fileURL(srcB)), 0); err != nil {
 		t.Fatal(err)
 	}
-	if sum, code, err := runRestore(t, fileURL(srcB), copied, "--no-cache"); code != 0 || sum.skipped != len(before) {
+	if sum, code, err := runRestore(t, fileURL(srcB), copied, "--no-cache"); code != 0 || sum.Skipped != len(before) {
 		t.Errorf("restore of B into its marked copy: exit %d (%v), %v; want every file skipped", code, err, sum)
 	}
 
 	// B again into its own restore: the mark matches, every file skipped.
 	sum, code, err := runRestore(t, fileURL(srcB), dest, "--no-cache")
-	if code != 0 || sum.skipped != len(before) {
+	if code != 0 || sum.Skipped != len(before) {
 		t.Errorf("restore of B again: exit %d (%v), %v; want every file skipped", code, err, sum)
 	}
 }
+
+// restoreMark is the extended attribute restore marks DEST_DIR with.
+const restoreMark = "user.segfs.restore"

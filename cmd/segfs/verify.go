@@ -68,11 +68,9 @@ type verifyFile struct {
 	name     string
 	size     int64
 	expected *uint64 // the metadata's checksum, if the layout has one
-	open     func() (readAtFunc, func(), error)
+	open     func() (lucene.ReadAtFunc, func(), error)
 }
 
-// readAtFunc reads len(p) bytes at off, or fewer only at the file's end.
-type readAtFunc func(ctx context.Context, p []byte, off int64) (int, error)
 
 func (c *verifyCmd) Run(log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -129,7 +127,7 @@ func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyF
 			expected[f.Name] = f.Checksum
 		}
 		for _, p := range src.shard.Problems {
-			r := verifyResult{Name: p.File.Name, Size: p.File.Length, Expected: hex32(p.File.Checksum), Status: statusDamaged, Problem: p.Detail}
+			r := verifyResult{Name: p.File.Name, Size: p.File.Length, Expected: lucene.FormatChecksum(p.File.Checksum), Status: statusDamaged, Problem: p.Detail}
 			if p.Missing {
 				r.Status = statusMissing
 			}
@@ -160,7 +158,7 @@ func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyF
 		if sum, ok := expected[e.Name]; ok && e.Inline == nil {
 			vf.expected = &sum
 		}
-		vf.open = func() (readAtFunc, func(), error) {
+		vf.open = func() (lucene.ReadAtFunc, func(), error) {
 			h := rd.Open(e, nil, 0, true)
 			read := func(ctx context.Context, p []byte, off int64) (int, error) {
 				data, release, err := h.Read(ctx, p, off)
@@ -199,7 +197,7 @@ func localFiles(dir string) ([]verifyFile, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		files = append(files, verifyFile{name: filepath.ToSlash(rel), size: info.Size(), open: func() (readAtFunc, func(), error) {
+		files = append(files, verifyFile{name: filepath.ToSlash(rel), size: info.Size(), open: func() (lucene.ReadAtFunc, func(), error) {
 			f, err := os.Open(p)
 			if err != nil {
 				return nil, nil, err
@@ -263,8 +261,6 @@ func (c *verifyCmd) check(ctx context.Context, files []verifyFile) ([]verifyResu
 	return results, nil
 }
 
-// verifyChunk is the read size of a --deep check.
-const verifyChunk = 1 << 20
 
 // checkFile checks one file: a valid footer, its checksum against the
 // layout's metadata when there is one, and with --deep the CRC32 of
@@ -272,7 +268,7 @@ const verifyChunk = 1 << 20
 func (c *verifyCmd) checkFile(ctx context.Context, f verifyFile, progress func(int)) verifyResult {
 	r := verifyResult{Name: f.name, Size: f.size, Status: statusOK}
 	if f.expected != nil {
-		r.Expected = hex32(*f.expected)
+		r.Expected = lucene.FormatChecksum(*f.expected)
 	}
 	damaged := func(format string, args ...any) verifyResult {
 		r.Status, r.Problem = statusDamaged, fmt.Sprintf(format, args...)
@@ -292,11 +288,11 @@ func (c *verifyCmd) checkFile(ctx context.Context, f verifyFile, progress func(i
 	defer closeFn()
 	var buf []byte
 	if c.Deep {
-		buf = make([]byte, verifyChunk)
+		buf = make([]byte, lucene.CheckChunk)
 	}
-	footer, err := checkLucene(ctx, read, f.size, f.expected, buf, progress)
+	footer, err := lucene.Check(ctx, read, f.size, f.expected, buf, progress)
 	if footer != nil {
-		r.Footer = hex32(footer.Checksum)
+		r.Footer = lucene.FormatChecksum(footer.Checksum)
 	}
 	if err != nil {
 		return damaged("%v", err)
@@ -307,56 +303,6 @@ func (c *verifyCmd) checkFile(ctx context.Context, f verifyFile, progress func(i
 	return r
 }
 
-// checkLucene checks the Lucene file of size bytes that read reads: its
-// footer is valid and, when expected is not nil, holds that checksum;
-// with a non-nil buf (--deep) the CRC32 of every byte before the
-// checksum, read in order in chunks of len(buf) and each counted to
-// progress (if not nil), matches it. verify and restore share it, so a
-// file passes the same checks wherever it lies. It returns the footer
-// once parsed (nil before), and an error of one line saying what is
-// wrong; a tail that is not a footer gives an error wrapping
-// lucene.ErrCorrupt and a nil footer (restore takes such a file, with no
-// checksum from a layout, for one that is not a Lucene file).
-func checkLucene(ctx context.Context, read readAtFunc, size int64, expected *uint64, buf []byte, progress func(int)) (*lucene.Footer, error) {
-	if size < lucene.FooterLength {
-		return nil, fmt.Errorf("%w: %d bytes: shorter than a Lucene footer", lucene.ErrCorrupt, size)
-	}
-	tail := make([]byte, lucene.FooterLength)
-	if n, err := read(ctx, tail, size-lucene.FooterLength); err != nil || n != len(tail) {
-		return nil, fmt.Errorf("reading the footer: %d of %d bytes: %w", n, len(tail), err)
-	}
-	footer, err := lucene.ParseFooter(tail)
-	if err != nil {
-		return nil, err
-	}
-	if expected != nil && footer.Checksum != *expected {
-		return &footer, fmt.Errorf("footer checksum %s, the metadata says %s", hex32(footer.Checksum), hex32(*expected))
-	}
-	if buf == nil {
-		return &footer, nil
-	}
-	ck := lucene.NewChecker(size)
-	for off := int64(0); off < size; {
-		n, err := read(ctx, buf[:min(int64(len(buf)), size-off)], off)
-		if err != nil {
-			return &footer, fmt.Errorf("read at %d: %w", off, err)
-		}
-		if n == 0 {
-			return &footer, fmt.Errorf("ends at %d of %d bytes", off, size)
-		}
-		ck.Write(buf[:n])
-		if progress != nil {
-			progress(n)
-		}
-		off += int64(n)
-	}
-	if _, err := ck.Check(); err != nil {
-		return &footer, err
-	}
-	return &footer, nil
-}
-
-func hex32(v uint64) string { return fmt.Sprintf("%08x", v) }
 
 // report prints the results and returns how many are damaged or missing.
 func (c *verifyCmd) report(results []verifyResult) int {

@@ -1,4 +1,4 @@
-package main
+package restore
 
 import (
 	"fmt"
@@ -26,28 +26,24 @@ func (s spaceRule) keep(total int64) int64 {
 	return max(s.keepBytes, int64(s.keepFraction*float64(total)))
 }
 
-// spaceRule returns the rule for a restore into dd whose part cache is
-// cacheDir ("" with --no-cache).
-func (c *restoreCmd) spaceRule(dd *destDir, cacheDir string, log *slog.Logger) spaceRule {
-	if cacheDir == "" {
+// newSpaceRule returns the rule for a restore into dd with the part
+// cache cfg names.
+func newSpaceRule(dd *destDir, cfg DestConfig, log *slog.Logger) spaceRule {
+	if cfg.CacheDir == "" {
 		return spaceRule{}
 	}
 	var dst, cst unix.Stat_t
-	if unix.Fstat(dd.fd(), &dst) != nil || unix.Stat(cacheDir, &cst) != nil || dst.Dev != cst.Dev {
+	if unix.Fstat(dd.fd(), &dst) != nil || unix.Stat(cfg.CacheDir, &cst) != nil || dst.Dev != cst.Dev {
 		return spaceRule{}
 	}
-	b, f, err := parseMinFree(c.CacheMinFree)
-	if err != nil { // validated with the cache's flags already
-		log.Warn("--cache-min-free not applied to DEST_DIR", "err", err)
-		return spaceRule{}
-	}
-	return spaceRule{keepBytes: b, keepFraction: f}
+	log.Debug("the part cache shares DEST_DIR's file system: its --cache-min-free is kept free", "cache", cfg.CacheDir)
+	return spaceRule{keepBytes: cfg.CacheMinFreeBytes, keepFraction: cfg.CacheMinFreeFraction}
 }
 
 // reserve checks that f fits on DEST_DIR's file system (spaceRule) and
 // counts its bytes as pending until they are written. f.mu is held; it
 // takes r.mu (the lock order: a file's lock before the restorer's).
-func (r *restorer) reserve(f *restoreFile) error {
+func (r *restorer) reserve(f *File) error {
 	if f.size == 0 {
 		return nil
 	}
@@ -60,8 +56,8 @@ func (r *restorer) reserve(f *restoreFile) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if f.size+r.pending+keep > free {
-		return fmt.Errorf("%w: it needs %s (%d bytes) and DEST_DIR's file system has %s free, of which %s are for the files being written now and %s stay free for the part cache (--cache-min-free)",
-			unix.ENOSPC, humanBytes(f.size), f.size, humanBytes(free), humanBytes(r.pending), humanBytes(keep))
+		return fmt.Errorf("%w: it needs %s and DEST_DIR's file system has %s free, of which %s are for the files being written now and %s stay free for the part cache (--cache-min-free)",
+			unix.ENOSPC, mib(f.size), mib(free), mib(r.pending), mib(keep))
 	}
 	r.pending += f.size
 	f.reserved = f.size
@@ -69,7 +65,7 @@ func (r *restorer) reserve(f *restoreFile) error {
 }
 
 // wrote counts n bytes of f as written: no longer pending.
-func (r *restorer) wrote(f *restoreFile, n int) {
+func (r *restorer) wrote(f *File, n int) {
 	r.mu.Lock()
 	d := min(int64(n), f.reserved)
 	f.reserved -= d
@@ -78,9 +74,12 @@ func (r *restorer) wrote(f *restoreFile, n int) {
 }
 
 // unreserve drops what f still had pending: it is done or given up.
-func (r *restorer) unreserve(f *restoreFile) {
+func (r *restorer) unreserve(f *File) {
 	r.mu.Lock()
 	r.pending -= f.reserved
 	f.reserved = 0
 	r.mu.Unlock()
 }
+
+// mib is n bytes in MiB, for messages.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -1,4 +1,4 @@
-package main
+package restore
 
 import (
 	"crypto/sha256"
@@ -7,38 +7,33 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/segfs/segfs/fetcher"
-	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/reader"
 )
 
 // The plan of a restore and the checks of DEST_DIR before anything is
 // written into it.
 
-// planRestore returns the files the restore writes: those a mount of the
-// source shows (segfs.Shown), smallest first, then by name. A file that
+// Plan returns the files of entries (those a mount of the source shows)
+// to restore, smallest first, then by name; checksums are those the
+// layout's metadata records for them, by name. A file that
 // cannot be restored as the source lists it (a size no object can have,
 // a name in the form of restore's temporary names) is refused alone:
 // it fails, named, and the others are restored.
-func planRestore(src *source, log *slog.Logger) []*restoreFile {
-	expected := map[string]uint64{}
-	if src.shard != nil {
-		for _, f := range src.shard.Metadata.Files {
-			expected[f.Name] = f.Checksum
-		}
-	}
-	entries := segfs.Shown(src.entries, log)
-	files := make([]*restoreFile, 0, len(entries))
+func Plan(entries []reader.Entry, checksums map[string]uint64) []*File {
+	files := make([]*File, 0, len(entries))
 	for _, e := range entries {
-		f := &restoreFile{entry: e, size: e.Size(), temp: tempName(e.Name)}
+		f := &File{entry: e, size: e.Size(), temp: tempName(e.Name)}
 		// A size no object can have (a listing's lie) fails its file
 		// alone, before its piece count could overflow; it is neither
 		// checked nor fetched.
@@ -55,7 +50,7 @@ func planRestore(src *source, log *slog.Logger) []*restoreFile {
 		}
 		// segments_N of a layout is its metadata's bytes, not the blob
 		// the metadata's checksum is of.
-		if sum, ok := expected[e.Name]; ok && e.Inline == nil {
+		if sum, ok := checksums[e.Name]; ok && e.Inline == nil {
 			f.expected = &sum
 		}
 		files = append(files, f)
@@ -103,7 +98,7 @@ func tempComponent(name string) string {
 
 // dirsOf returns every directory the files' names imply, '/'-separated
 // and relative to DEST_DIR, DEST_DIR itself not included.
-func dirsOf(files []*restoreFile) map[string]bool {
+func dirsOf(files []*File) map[string]bool {
 	dirs := map[string]bool{}
 	for _, f := range files {
 		for d := path.Dir(f.entry.Name); d != "." && !dirs[d]; d = path.Dir(d) {
@@ -113,40 +108,12 @@ func dirsOf(files []*restoreFile) map[string]bool {
 	return dirs
 }
 
-// checkOutsideSource refuses a DEST_DIR inside a file:// source: each
-// run would restore the last one's copy into itself, a level deeper.
-// Both are compared where their symlinks lead (as far as they exist).
-func checkOutsideSource(source, dest string) error {
-	s, err := fetcher.ParseSource(source)
-	if err != nil || s.Scheme != "file" {
-		return nil
-	}
-	dir, err1 := resolveExisting(s.Dir)
-	d, err2 := resolveExisting(dest)
-	if err1 != nil || err2 != nil {
-		return nil
-	}
-	if rel, err := filepath.Rel(dir, d); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-		return fmt.Errorf("DEST_DIR %s is inside the source %s: restore into a directory outside it", dest, source)
-	}
-	return nil
-}
-
-// flock applies how (unix.LOCK_*) to f's flock, again when a signal
-// interrupts it.
-func flock(f *os.File, how int) error {
-	for {
-		if err := unix.Flock(int(f.Fd()), how); err != unix.EINTR {
-			return err
-		}
-	}
-}
-
 // lockDest takes an exclusive lock of DEST_DIR for the restore's time
 // (until dd is closed), so that two restores never write into one
 // directory at once.
 func lockDest(dd *destDir) error {
-	err := flock(dd.f, unix.LOCK_EX|unix.LOCK_NB)
+	// Non-blocking: it never sleeps, so no signal interrupts it.
+	err := unix.Flock(dd.fd(), unix.LOCK_EX|unix.LOCK_NB)
 	switch {
 	case err == unix.EWOULDBLOCK:
 		return fmt.Errorf("DEST_DIR %s: another segfs restore is writing into it", dd.path)
@@ -162,18 +129,6 @@ const destXattr = "user.segfs.restore"
 
 // lostFound is the directory mkfs makes at a file system's root.
 const lostFound = "lost+found"
-
-// identity names what a restore restores, for destXattr: the source
-// with the service it is on (fetcher.CacheSource: two services can
-// have buckets of one name) and without credentials, and for a layout
-// the shard.
-func (c *restoreCmd) identity(src *source) string {
-	id := fetcher.CacheSource(src.store)
-	if c.Layout != "plain" {
-		id += fmt.Sprintf(" layout=%s index-uuid=%s shard=%d", c.Layout, c.IndexUUID, c.Shard)
-	}
-	return id
-}
 
 // destMark is what DEST_DIR's destXattr says.
 type destMark struct {
@@ -221,7 +176,7 @@ type destEntries struct {
 // refused anywhere. On a file system without user extended attributes,
 // the names of the entries are the only check. The error of a refusal
 // says that nothing was written.
-func examineDest(dd *destDir, files []*restoreFile, id string, log *slog.Logger) (destEntries, error) {
+func examineDest(dd *destDir, files []*File, id string, log *slog.Logger) (destEntries, error) {
 	mark, err := readMark(dd)
 	if err != nil {
 		return destEntries{}, err
@@ -256,7 +211,7 @@ func examineDest(dd *destDir, files []*restoreFile, id string, log *slog.Logger)
 // is a regular file under the final or temporary name of one of files,
 // or a directory one of them is in. A symlink, a special file anywhere,
 // or a lost+found at the top with anything in it, is an error.
-func checkDest(dd *destDir, files []*restoreFile) (extra destEntries, empty bool, err error) {
+func checkDest(dd *destDir, files []*File) (extra destEntries, empty bool, err error) {
 	ok := make(map[string]bool, 2*len(files))
 	for _, f := range files {
 		if f.refused == nil {
@@ -281,18 +236,18 @@ func checkDest(dd *destDir, files []*restoreFile) (extra destEntries, empty bool
 		case mode.IsDir():
 			extra.dirs = append(extra.dirs, name)
 			if extra.first == "" {
-				extra.first = quoteName(name+"/") + ", a directory no file of the source is in"
+				extra.first = displayName(name+"/") + ", a directory no file of the source is in"
 			}
 		case mode.IsRegular() && ok[name]:
 		case mode.IsRegular():
 			extra.files = append(extra.files, name)
 			if extra.first == "" {
-				extra.first = quoteName(name) + ", a file the source does not have"
+				extra.first = displayName(name) + ", a file the source does not have"
 			}
 		case mode&fs.ModeSymlink != 0:
-			return fmt.Errorf("DEST_DIR %s holds %s, a symbolic link, not a regular file: segfs restore never writes through or removes one; nothing was written", dd.path, quoteName(name))
+			return fmt.Errorf("DEST_DIR %s holds %s, a symbolic link, not a regular file: segfs restore never writes through or removes one; nothing was written", dd.path, displayName(name))
 		default:
-			return fmt.Errorf("DEST_DIR %s holds %s, a special file, not a regular file: segfs restore never writes through or removes one; nothing was written", dd.path, quoteName(name))
+			return fmt.Errorf("DEST_DIR %s holds %s, a special file, not a regular file: segfs restore never writes through or removes one; nothing was written", dd.path, displayName(name))
 		}
 		return nil
 	})
@@ -326,4 +281,19 @@ func removeExtra(dd *destDir, extra destEntries, keep bool, log *slog.Logger) er
 		log.Info("removed: no file of the source is in it", "dir", n+"/")
 	}
 	return nil
+}
+
+// displayName is name as an error message shows it: as it is when it
+// is all printable and has no space, else quoted with Go's escapes, so
+// that no name can forge a line or send a terminal escape.
+func displayName(name string) string {
+	for _, r := range name {
+		if r == ' ' || r == '"' || r == '\\' || !strconv.IsPrint(r) {
+			return strconv.Quote(name)
+		}
+	}
+	if !utf8.ValidString(name) {
+		return strconv.Quote(name)
+	}
+	return name
 }
