@@ -71,7 +71,6 @@ type verifyFile struct {
 	open     func() (lucene.ReadAtFunc, func(), error)
 }
 
-
 func (c *verifyCmd) Run(log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -261,7 +260,6 @@ func (c *verifyCmd) check(ctx context.Context, files []verifyFile) ([]verifyResu
 	return results, nil
 }
 
-
 // checkFile checks one file: a valid footer, its checksum against the
 // layout's metadata when there is one, and with --deep the CRC32 of
 // every byte against the footer.
@@ -302,7 +300,6 @@ func (c *verifyCmd) checkFile(ctx context.Context, f verifyFile, progress func(i
 	}
 	return r
 }
-
 
 // report prints the results and returns how many are damaged or missing.
 func (c *verifyCmd) report(results []verifyResult) int {
