@@ -3,6 +3,7 @@ package reliability
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -516,5 +517,119 @@ func restoreFailsAlone(t *testing.T, e *env, bad []string, good string, want []b
 	}
 	if crashed(string(out)) {
 		t.Errorf("segfs restore panicked:\n%s", tail(string(out), 4096))
+	}
+}
+
+// TestPlan25NamesReachNoTerminal mounts a bucket holding an object whose
+// key has a newline ("a\nsegfs: forged") beside a Lucene file, and a key
+// holding an escape sequence ("b\x1b[31mred") that the proxy adds to the
+// listing: versitygw's XML, which cannot carry an ESC, would list it as
+// U+FFFD, while S3 lists it URL encoded. segfs status --all, segfs warm
+// (which fails the listed-only key) and segfs verify must print each
+// file on one line, the two keys quoted as Go strings and the Lucene
+// name as it is, no line the newline forged and no ESC byte, nor may the
+// daemon's log; status --json names each key exactly.
+func TestPlan25NamesReachNoTerminal(t *testing.T) {
+	t.Parallel()
+	const forged, red = "a\nsegfs: forged", "b\x1b[31mred"
+	objs := map[string][]byte{
+		forged:   randomBytes(2580, 70<<10),
+		"_0.cfs": randomBytes(2581, 50<<10),
+	}
+	e := newEnv(t, nil, 2580, objs)
+	e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.ListAppend, Entries: []faults.ListEntry{{Key: red, Size: 100}}})
+	m := e.mount(t, cacheDir(t), "--prefetch", "none")
+	if n := e.proxy.Stats().Fired["list_append"]; n == 0 {
+		t.Fatal("the listing with the escape sequence was not served")
+	}
+	names, err := os.ReadDir(m.Dir)
+	if err != nil || len(names) != 3 {
+		t.Fatalf("the mount lists %v (%v), want the 3 keys", names, err)
+	}
+
+	// run runs segfs with args and returns its stdout, its stderr and
+	// its exit code, failing the test if either output has an ESC byte
+	// or a line that the key's newline began.
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binaries.Segfs, args...)
+		cmd.Env = harness.ChildEnv(e.srv.Env()...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := cmd.ProcessState.ExitCode()
+		if err != nil && code < 0 {
+			t.Fatalf("segfs %s: %v", args[0], err)
+		}
+		for what, out := range map[string]string{"stdout": stdout.String(), "stderr": stderr.String()} {
+			noForgery(t, "segfs "+args[0]+"'s "+what, out)
+		}
+		return stdout.String(), stderr.String(), code
+	}
+	text, errs, code := run("status", "--all", m.Dir)
+	if code != 0 {
+		t.Fatalf("segfs status --all: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{` "a\nsegfs: forged"` + "\n", ` "b\x1b[31mred"` + "\n", " _0.cfs\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("segfs status --all has no line ending in %q:\n%s", want, text)
+		}
+	}
+	js, _, code := run("status", "--all", "--json", m.Dir)
+	var rep struct{ Files []struct{ Name string } }
+	if err := json.Unmarshal([]byte(js), &rep); code != 0 || err != nil {
+		t.Fatalf("segfs status --json: exit %d, %v:\n%s", code, err, js)
+	}
+	listed := map[string]bool{}
+	for _, f := range rep.Files {
+		listed[f.Name] = true
+	}
+	if !listed[forged] || !listed[red] || !listed["_0.cfs"] {
+		t.Errorf("segfs status --json lists %q, want the 3 keys exactly", slices.Sorted(maps.Keys(listed)))
+	}
+
+	out, errs, code := run("warm", m.Dir)
+	if code != 1 {
+		t.Errorf("segfs warm: exit %d, want 1 (the listed-only key fails)\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{`cached "a\nsegfs: forged"` + "\n", "cached _0.cfs\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("segfs warm printed no line %q:\n%s", want, out)
+		}
+	}
+	t.Logf("segfs warm:\n%s%s", out, errs)
+	if !strings.Contains(errs, "segfs: warm: "+`"b\x1b[31mred"`+": ") {
+		t.Errorf("segfs warm does not name the key that failed, quoted:\n%s", errs)
+	}
+
+	out, errs, code = run("verify", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region,
+		"--cache-dir", cacheDir(t), "s3://"+e.bucket)
+	if code != 1 {
+		t.Errorf("segfs verify: exit %d, want 1 (none of the objects is a Lucene file)\n%s%s", code, out, errs)
+	}
+	if rows := strings.Count(out, "\n"); rows != 1+3+1 {
+		t.Errorf("segfs verify printed %d lines, want 5 (heading, a row a file, summary):\n%s", rows, out)
+	}
+	t.Logf("segfs verify:\n%s", out)
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	noForgery(t, "the daemon's log", m.Log())
+}
+
+// noForgery fails the test if out has an ESC byte, or a line that the
+// key "a\nsegfs: forged" began.
+func noForgery(t *testing.T, what, out string) {
+	t.Helper()
+	if strings.ContainsRune(out, 0x1b) {
+		t.Errorf("%s has an ESC byte:\n%q", what, out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "segfs: forged") {
+			t.Errorf("%s has a line a key forged:\n%q", what, out)
+			return
+		}
 	}
 }
