@@ -17,8 +17,10 @@ import (
 	"testing"
 
 	"github.com/segfs/segfs/compress"
+	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/faults"
 	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/osremote"
 )
 
 // Plan case 25, hostile input: keys no file system can hold, listings
@@ -552,21 +554,10 @@ func TestPlan25NamesReachNoTerminal(t *testing.T) {
 	// or a line that the key's newline began.
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, binaries.Segfs, args...)
-		cmd.Env = harness.ChildEnv(e.srv.Env()...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := cmd.ProcessState.ExitCode()
-		if err != nil && code < 0 {
-			t.Fatalf("segfs %s: %v", args[0], err)
-		}
-		for what, out := range map[string]string{"stdout": stdout.String(), "stderr": stderr.String()} {
-			noForgery(t, "segfs "+args[0]+"'s "+what, out)
-		}
-		return stdout.String(), stderr.String(), code
+		stdout, stderr, code := segfsRun(t, e, args...)
+		noForgery(t, "segfs "+args[0]+"'s stdout", stdout)
+		noForgery(t, "segfs "+args[0]+"'s stderr", stderr)
+		return stdout, stderr, code
 	}
 	text, errs, code := run("status", "--all", m.Dir)
 	if code != 0 {
@@ -632,4 +623,86 @@ func noForgery(t *testing.T, what, out string) {
 			return
 		}
 	}
+}
+
+// segfsRun runs segfs with args and the credentials of e's server, and
+// returns its stdout, its stderr and its exit code.
+func segfsRun(t *testing.T, e *env, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binaries.Segfs, args...)
+	cmd.Env = harness.ChildEnv(e.srv.Env()...)
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	err := cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatalf("segfs %s: %v\n%s", args[0], err, errs.String())
+	}
+	return out.String(), errs.String(), code
+}
+
+// TestPlan25IndexPathNegativeSize lists an OpenSearch index's
+// remote-index-path file at -1 bytes. segfs mount, verify and restore
+// with --layout opensearch must each refuse the shard with an error
+// naming the file and the size, and none may panic (a segfs of
+// c454fcf died in makeslice sizing the file's buffer).
+func TestPlan25IndexPathNegativeSize(t *testing.T) {
+	t.Parallel()
+	const uuid = "negIndexPathUUIDaBcDeF"
+	objs := map[string][]byte{}
+	put := func(key string, data []byte) error {
+		objs[key] = data
+		return nil
+	}
+	o := osremote.Options{IndexUUID: uuid, Shard: 0, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1,
+		Version: 2, IndexPathFile: true, Seed: 2590}
+	files, err := osremote.ShardFiles([]string{"_0"}, 3, 50<<10, o.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := osremote.New(put, o).Upload(files, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	var indexFile string
+	for k := range objs {
+		if strings.HasPrefix(k, layout.IndexPathDir+"/remote_path_") {
+			indexFile = k
+		}
+	}
+	if indexFile == "" {
+		t.Fatalf("osremote wrote no remote-index-path file: %q", slices.Sorted(maps.Keys(objs)))
+	}
+	e := newEnv(t, nil, 2590, objs)
+	e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.ListResize, Entries: []faults.ListEntry{{Key: indexFile, Size: -1}}})
+	layoutArgs := []string{"--layout", "opensearch", "--index-uuid", uuid, "--shard", "0"}
+	// refused fails the test unless out refuses the file by name and
+	// size, without a panic.
+	refused := func(what, out string) {
+		t.Helper()
+		name := strings.TrimPrefix(indexFile, layout.IndexPathDir+"/")
+		if !strings.Contains(out, name) || !strings.Contains(out, "listed with -1 bytes") {
+			t.Errorf("%s does not refuse %s, listed with -1 bytes, by name:\n%s", what, indexFile, tail(out, 4096))
+		}
+		if crashed(out) {
+			t.Errorf("%s panicked:\n%s", what, tail(out, 4096))
+		}
+	}
+
+	refused("segfs mount", mountFails(t, e, cacheDir(t), layoutArgs...))
+	if n := e.proxy.Stats().Fired["list_resize"]; n == 0 {
+		t.Fatal("the lying listing was not served")
+	}
+	store := []string{"--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region}
+	out, errs, code := segfsRun(t, e, slices.Concat([]string{"verify"}, store, layoutArgs, []string{"--cache-dir", cacheDir(t), "s3://" + e.bucket})...)
+	if code != 2 {
+		t.Errorf("segfs verify: exit %d, want 2 (the store cannot be read as a shard)", code)
+	}
+	refused("segfs verify", out+errs)
+	out, errs, code = segfsRun(t, e, slices.Concat([]string{"restore"}, store, layoutArgs, []string{"--no-cache", "s3://" + e.bucket, t.TempDir()})...)
+	if code == 0 {
+		t.Errorf("segfs restore: exit 0, want it to refuse the shard")
+	}
+	refused("segfs restore", out+errs)
 }
