@@ -22,6 +22,9 @@
 //     the reads), while any handle of it is open, as the kernel requires.
 //   - Every open of a node has a reader.Handle, closed when the kernel
 //     releases the handle.
+//   - Every node has its own non-zero inode number for the mount's life:
+//     the root RootIno (1), the others numbered from 2 as OnAdd makes
+//     them; stat and readdir show the same one.
 //
 // Lock order: fileNode.mu is held while reader.Reader.OpenWhole opens a
 // whole-object file (which takes the disk cache's lock); it is never

@@ -17,7 +17,7 @@ func TestLayers(t *testing.T) {
 		"fetcher": 0, "cache": 0, "compress": 0, "lucene": 0,
 		"prefetch": 1, "push": 1,
 		"reader": 2,
-		"fs":     3, "layout": 3,
+		"fs":     3, "layout": 3, "restore": 3,
 		"cmd/segfs": 4,
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").Output()

@@ -72,6 +72,8 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 		AttrTimeout:  &ttl,
 		// A mode of 0 stays 0, not go-fuse's 0644 or 0755.
 		NullPermissions: true,
+		// The root's st_ino; the other nodes number themselves (OnAdd).
+		RootStableAttr: &gofs.StableAttr{Ino: RootIno},
 		MountOptions: fuse.MountOptions{
 			FsName:       cfg.FsName,
 			Name:         "segfs",

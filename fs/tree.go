@@ -107,8 +107,27 @@ func (r *Root) Entries() []reader.Entry { return r.entries }
 // Stats returns the edge's counters.
 func (r *Root) Stats() *Stats { return &r.stats }
 
-// OnAdd builds the whole tree once, with persistent inodes.
+// RootIno is the root's inode number, what stat shows for the
+// mountpoint: the FUSE root's node ID, as in most FUSE file systems.
+// Mount sets it; go-fuse would show 0.
+const RootIno = fuse.FUSE_ROOT_ID
+
+// OnAdd builds the whole tree once, with persistent inodes. Each node
+// gets its inode number here, counting up from RootIno+1 in the order
+// the nodes are made (listing order): every file and directory has a
+// distinct, non-zero st_ino for the mount's life (the nodes are never
+// forgotten), which find, du and tar rely on to tell files apart, and
+// the same one in each mount of the same listing. Numbers this small
+// also fit the 32-bit st_ino of old binaries and a signed 64-bit one
+// (go-fuse's automatic numbers start at 2^63). Two nodes must never
+// share a number: go-fuse would take the second for a hard link of the
+// first.
 func (r *Root) OnAdd(ctx context.Context) {
+	ino := uint64(RootIno)
+	next := func(mode uint32) gofs.StableAttr {
+		ino++
+		return gofs.StableAttr{Mode: mode, Ino: ino}
+	}
 	dirs := make(map[string]*prefetch.Dir) // by directory path
 	for _, e := range r.entries {
 		parent := &r.Inode
@@ -119,8 +138,7 @@ func (r *Root) OnAdd(ctx context.Context) {
 			}
 			child := parent.GetChild(name)
 			if child == nil {
-				child = parent.NewPersistentInode(ctx, &dirNode{mtime: r.mtime, attr: &r.attr},
-					gofs.StableAttr{Mode: fuse.S_IFDIR})
+				child = parent.NewPersistentInode(ctx, &dirNode{mtime: r.mtime, attr: &r.attr}, next(fuse.S_IFDIR))
 				parent.AddChild(name, child, false)
 			}
 			parent = child
@@ -137,7 +155,7 @@ func (r *Root) OnAdd(ctx context.Context) {
 		if e.Inline == nil { // an inline file has nothing to prefetch
 			node.dir, node.index = d, d.Add(base, e.Obj)
 		}
-		parent.AddChild(base, parent.NewPersistentInode(ctx, node, gofs.StableAttr{}), false)
+		parent.AddChild(base, parent.NewPersistentInode(ctx, node, next(fuse.S_IFREG)), false)
 	}
 }
 

@@ -3,8 +3,10 @@ package fs
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"runtime"
 	"slices"
 	"strings"
@@ -125,5 +127,53 @@ func TestMountOfAMillionKeys(t *testing.T) {
 		if strings.HasPrefix(line, "VmHWM:") {
 			t.Logf("a million keys mounted and listed; peak RSS of the process: %s", strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")))
 		}
+	}
+}
+
+// Every node of the tree has its own inode number, above the root's and
+// never 0, and a tree of the same listing numbers its nodes the same.
+func TestTreeInodeNumbers(t *testing.T) {
+	keys := []string{"idx/0/_0.cfs", "idx/0/_0.si", "idx/1/segments_2", "idx/write.lock", "top", "z/y/x/w"}
+	inos := func() map[string]uint64 {
+		var entries []reader.Entry
+		for _, k := range keys {
+			entries = append(entries, reader.Entry{Name: k, Obj: fetcher.Object{Key: k, ETag: `"e"`, Size: 1}})
+		}
+		root := NewRoot(entries, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
+		gofs.NewNodeFS(root, &gofs.Options{RootStableAttr: &gofs.StableAttr{Ino: RootIno}})
+		out := map[string]uint64{}
+		var walk func(dir string, n *gofs.Inode)
+		walk = func(dir string, n *gofs.Inode) {
+			out[dir] = n.StableAttr().Ino
+			for name, child := range n.Children() {
+				walk(path.Join(dir, name), child)
+			}
+		}
+		walk("/", &root.Inode)
+		return out
+	}
+	first := inos()
+	if first["/"] != RootIno {
+		t.Errorf("the root has inode %d, want %d", first["/"], RootIno)
+	}
+	// The files and the directories idx, idx/0, idx/1, z, z/y, z/y/x.
+	if want := 1 + len(keys) + 6; len(first) != want {
+		t.Fatalf("the tree has %d nodes, want %d: %v", len(first), want, first)
+	}
+	byIno := map[uint64]string{}
+	for p, ino := range first {
+		// Small numbers: a 32-bit stat would fail with EOVERFLOW on
+		// go-fuse's automatic ones (from 2^63), which are negative to a
+		// signed 64-bit reader too.
+		if ino == 0 || (ino == RootIno) != (p == "/") || ino > uint64(len(first)) {
+			t.Errorf("%s has inode %d", p, ino)
+		}
+		if other, ok := byIno[ino]; ok {
+			t.Errorf("%s and %s share inode %d", p, other, ino)
+		}
+		byIno[ino] = p
+	}
+	if again := inos(); !maps.Equal(first, again) {
+		t.Errorf("two trees of one listing number their nodes differently:\n%v\n%v", first, again)
 	}
 }

@@ -35,6 +35,21 @@ type OpenSearch struct {
 // listing that claims more is refused before anything is read.
 const MaxMetadataSize = 64 << 20
 
+// checkReadSize returns nil if size, what a listing claims for a file
+// that is read whole into memory (a metadata or remote-index-path file),
+// is one to allocate: not below zero, not above MaxMetadataSize. A
+// listing is a remote claim; make would panic on a negative size and
+// take what it is told of a huge one.
+func checkReadSize(size int64) error {
+	switch {
+	case size < 0:
+		return fmt.Errorf("listed with %d bytes, below zero", size)
+	case size > MaxMetadataSize:
+		return fmt.Errorf("listed with %d bytes, more than the %d segfs reads", size, MaxMetadataSize)
+	}
+	return nil
+}
+
 // Opener opens the store rooted at sub, a key prefix below the
 // repository's root (the bucket, or the local directory).
 type Opener func(ctx context.Context, sub string) (fetcher.Store, error)
@@ -111,8 +126,8 @@ func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, mdStore, err)
 	}
-	if obj.Size > MaxMetadataSize || obj.Size < 0 {
-		return nil, fmt.Errorf("%w: metadata file %s: %d bytes, more than the %d segfs reads", ErrLayout, name, obj.Size, MaxMetadataSize)
+	if err := checkReadSize(obj.Size); err != nil {
+		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
 	}
 	raw := make([]byte, obj.Size)
 	if err := mdStore.ReadRange(ctx, obj, 0, raw); err != nil {
@@ -225,8 +240,14 @@ func (o *OpenSearch) pathsFromIndexFile(ctx context.Context, open Opener, base s
 		return fmt.Errorf("list %s: %w", st, err)
 	}
 	for _, obj := range objs {
-		if !strings.HasPrefix(obj.Key, "remote_path_") || !strings.Contains(obj.Key, o.IndexUUID) || obj.Size > MaxMetadataSize {
+		if !strings.HasPrefix(obj.Key, "remote_path_") || !strings.Contains(obj.Key, o.IndexUUID) {
 			continue
+		}
+		// The index's file, by its name, refused as the metadata file
+		// is: skipped, the flags' defaults would stand in for what it
+		// says, and a wrong path type shows another shard or none.
+		if err := checkReadSize(obj.Size); err != nil {
+			return fmt.Errorf("%w: %s/%s: %w", ErrLayout, dir, obj.Key, err)
 		}
 		raw := make([]byte, obj.Size)
 		if err := st.ReadRange(ctx, obj, 0, raw); err != nil {

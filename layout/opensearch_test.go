@@ -3,6 +3,7 @@ package layout_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -108,5 +109,61 @@ func TestResolveFindsMissingAndShortBlobs(t *testing.T) {
 		default:
 			t.Errorf("unexpected problem %+v", p)
 		}
+	}
+}
+
+// lyingStore lists every object of its store at size.
+type lyingStore struct {
+	fetcher.Store
+	size int64
+}
+
+func (s lyingStore) List(ctx context.Context) ([]fetcher.Object, error) {
+	objs, err := s.Store.List(ctx)
+	for i := range objs {
+		objs[i].Size = s.size
+	}
+	return objs, err
+}
+
+// A remote-index-path or metadata file whose listed size is below zero
+// or above MaxMetadataSize is refused with an error naming the file and
+// the size, before anything is allocated or read: neither panics (make
+// of a negative length did, for the remote-index-path file) nor is
+// skipped.
+func TestResolveRefusesImpossibleListedSizes(t *testing.T) {
+	o := osremote.Options{IndexUUID: "idx", Shard: 0, PathType: layout.HashedInfix, HashAlgorithm: layout.FNV1aBase64, Version: 3, IndexPathFile: true, Seed: 6}
+	_, open, refs := dirRepo(t, o)
+	for _, c := range []struct {
+		name string
+		dir  string // the directory whose listing lies
+		file string // what the error must name
+		size int64
+	}{
+		{"index file below zero", layout.IndexPathDir, "remote_path_idx", -1},
+		{"index file far below zero", layout.IndexPathDir, "remote_path_idx", -1 << 62},
+		{"index file too large", layout.IndexPathDir, "remote_path_idx", layout.MaxMetadataSize + 1},
+		{"metadata file below zero", "segments/metadata", refs[1].MetadataName, -5},
+		{"metadata file too large", "segments/metadata", refs[1].MetadataName, 1 << 40},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lying := func(ctx context.Context, sub string) (fetcher.Store, error) {
+				st, err := open(ctx, sub)
+				if err != nil || !strings.HasSuffix(sub, c.dir) {
+					return st, err
+				}
+				return lyingStore{st, c.size}, nil
+			}
+			// The path flags are set, so that a skipped index file
+			// would leave a shard to resolve.
+			q := layout.OpenSearch{IndexUUID: "idx", Shard: 0, PathType: layout.HashedInfix, HashAlgorithm: layout.FNV1aBase64}
+			_, err := q.Resolve(context.Background(), lying, "", quiet)
+			if !errors.Is(err, layout.ErrLayout) {
+				t.Fatalf("resolve: %v, want ErrLayout", err)
+			}
+			if !strings.Contains(err.Error(), c.file) || !strings.Contains(err.Error(), fmt.Sprintf("listed with %d bytes", c.size)) {
+				t.Errorf("resolve: %v; want it to name %s and its listed size %d", err, c.file, c.size)
+			}
+		})
 	}
 }

@@ -10,10 +10,7 @@ import (
 	"path"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -236,18 +233,18 @@ func checkDest(dd *destDir, files []*File) (extra destEntries, empty bool, err e
 		case mode.IsDir():
 			extra.dirs = append(extra.dirs, name)
 			if extra.first == "" {
-				extra.first = displayName(name+"/") + ", a directory no file of the source is in"
+				extra.first = name + "/" + ", a directory no file of the source is in"
 			}
 		case mode.IsRegular() && ok[name]:
 		case mode.IsRegular():
 			extra.files = append(extra.files, name)
 			if extra.first == "" {
-				extra.first = displayName(name) + ", a file the source does not have"
+				extra.first = name + ", a file the source does not have"
 			}
 		case mode&fs.ModeSymlink != 0:
-			return fmt.Errorf("DEST_DIR %s holds %s, a symbolic link, not a regular file: segfs restore never writes through or removes one; nothing was written", dd.path, displayName(name))
+			return fmt.Errorf("DEST_DIR %s holds %s, a symbolic link, not a regular file: segfs restore never writes through or removes one; nothing was written", dd.path, name)
 		default:
-			return fmt.Errorf("DEST_DIR %s holds %s, a special file, not a regular file: segfs restore never writes through or removes one; nothing was written", dd.path, displayName(name))
+			return fmt.Errorf("DEST_DIR %s holds %s, a special file, not a regular file: segfs restore never writes through or removes one; nothing was written", dd.path, name)
 		}
 		return nil
 	})
@@ -281,19 +278,4 @@ func removeExtra(dd *destDir, extra destEntries, keep bool, log *slog.Logger) er
 		log.Info("removed: no file of the source is in it", "dir", n+"/")
 	}
 	return nil
-}
-
-// displayName is name as an error message shows it: as it is when it
-// is all printable and has no space, else quoted with Go's escapes, so
-// that no name can forge a line or send a terminal escape.
-func displayName(name string) string {
-	for _, r := range name {
-		if r == ' ' || r == '"' || r == '\\' || !strconv.IsPrint(r) {
-			return strconv.Quote(name)
-		}
-	}
-	if !utf8.ValidString(name) {
-		return strconv.Quote(name)
-	}
-	return name
 }

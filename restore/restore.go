@@ -23,6 +23,9 @@
 //     at most Config.Workers pieces are fetched and written at once,
 //     each into one buffer of the part size, and pieces are handed out
 //     from a cursor, not a list.
+//
+// Names in its errors and log lines are the source's, unescaped: the
+// command line escapes what it prints for people, and slog quotes them.
 package restore
 
 import (

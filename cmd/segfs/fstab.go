@@ -182,6 +182,12 @@ func (h *helperCommand) addOption(opt string) error {
 		return nil
 	case name == "help":
 		return errors.New("-o help: not a mount option; `segfs mount --help` lists them")
+	case name == "version":
+		// It would become --version, which prints and exits 0 without
+		// mounting: mount(8) would report a mount that is not there (and
+		// the daemon's print goes to /dev/null). A helper's exit 0 means
+		// mounted; a version is asked of the program, not of a mount.
+		return errors.New("-o version: not a mount option; `segfs --version` prints the version")
 	case !optionName.MatchString(name):
 		return fmt.Errorf("-o %s: not an option name", opt)
 	}

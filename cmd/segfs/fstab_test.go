@@ -85,6 +85,8 @@ func TestParseHelperForm(t *testing.T) {
 		{name: "stray argument", args: []string{"extra"}, err: `unexpected argument "extra"`},
 		{name: "verbose", args: []string{"-v"}, err: `unexpected argument "-v"`},
 		{name: "help", args: []string{"-o", "help"}, err: "-o help: not a mount option"},
+		{name: "version", args: []string{"-o", "ro,version"}, err: "-o version: not a mount option; `segfs --version`"},
+		{name: "version=", args: []string{"-o", "version=1", "-f"}, err: "-o version: not a mount option"},
 		{name: "bad name", args: []string{"-o", "--cache-dir=/x"}, err: "not an option name"},
 		{name: "bad name 2", args: []string{"-o", "a b"}, err: "not an option name"},
 	} {

@@ -58,7 +58,9 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "segfs: %v\n", err)
+	// One line, escaped: an error may quote a key of the store, which
+	// may hold a newline or an escape sequence.
+	fmt.Fprintf(os.Stderr, "segfs: %s\n", escapeText(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		os.Exit(ee.code)
@@ -66,11 +68,14 @@ func main() {
 	os.Exit(1)
 }
 
-// newLogger returns the logger of --log-format and --log-level.
+// newLogger returns the logger of --log-format and --log-level. A
+// record is one line with no control byte whatever names it holds: the
+// text handler quotes a value that needs it, the JSON one escapes
+// control characters and escapedJSON the other unprintable runes.
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(slog.NewJSONHandler(escapedJSON{w}, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -78,7 +78,7 @@ func (c *restoreCmd) Run(log *slog.Logger) error {
 	sum, err := c.restore(ctx, log, os.Stderr)
 	if sum != nil {
 		for _, f := range sum.Failed {
-			fmt.Fprintf(os.Stderr, "restore: %s: %v\n", quoteName(f.Name), f.Err)
+			fmt.Fprintf(os.Stderr, "restore: %s: %s\n", quoteName(f.Name), escapeText(f.Err.Error()))
 		}
 		fmt.Println(summaryLine(sum))
 	}

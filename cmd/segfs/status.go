@@ -57,7 +57,7 @@ func (c *statusCmd) Run(log *slog.Logger) error {
 		return fmt.Errorf("status of %s: %s: %s", c.Mountpoint, resp.Status, strings.TrimSpace(string(body)))
 	}
 	if c.JSON {
-		_, err = os.Stdout.Write(body)
+		_, err = os.Stdout.Write(escapeJSON(body)) // the same JSON, without raw C1 controls
 		return err
 	}
 	var rep statusReport
@@ -68,15 +68,17 @@ func (c *statusCmd) Run(log *slog.Logger) error {
 	return nil
 }
 
-// printStatus writes a report for people.
+// printStatus writes a report for people. Names and paths are quoted
+// (quoteName): a name from the store may hold a newline or an escape
+// sequence.
 func printStatus(w io.Writer, r *statusReport) {
 	m := r.Counters
 	pct := func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "source\t%s\n", r.Source)
-	fmt.Fprintf(tw, "mountpoint\t%s (pid %d, up %s)\n", r.Mountpoint, r.PID, time.Duration(r.UptimeSeconds*float64(time.Second)).Round(time.Second))
-	fmt.Fprintf(tw, "version\t%s\n", r.Version)
-	fmt.Fprintf(tw, "cache\t%s of %s in %d parts, %s\n", humanBytes(r.CacheBytes), humanBytes(r.CacheMaxBytes), r.CacheParts, r.CacheDir)
+	fmt.Fprintf(tw, "source\t%s\n", quoteName(r.Source))
+	fmt.Fprintf(tw, "mountpoint\t%s (pid %d, up %s)\n", quoteName(r.Mountpoint), r.PID, time.Duration(r.UptimeSeconds*float64(time.Second)).Round(time.Second))
+	fmt.Fprintf(tw, "version\t%s\n", escapeText(r.Version))
+	fmt.Fprintf(tw, "cache\t%s of %s in %d parts, %s\n", humanBytes(r.CacheBytes), humanBytes(r.CacheMaxBytes), r.CacheParts, quoteName(r.CacheDir))
 	fmt.Fprintf(tw, "files\t%d, %s of %s cached (%s)\n", r.FileCount, humanBytes(r.CachedBytes), humanBytes(r.TotalBytes), pct(ratio(r.CachedBytes, r.TotalBytes)))
 	fmt.Fprintf(tw, "hits\t%s of %d part reads without waiting for the store (%s from disk); %d reads, %s\n",
 		pct(r.HitRatio), r.PartReads, pct(r.DiskHitRatio), m["reads"], humanBytes(m["read_bytes"]))
@@ -92,7 +94,7 @@ func printStatus(w io.Writer, r *statusReport) {
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	for _, f := range r.Files {
-		fmt.Fprintf(tw, "%s\t%s\t \t%s\n", pct(f.Fraction), humanBytes(f.Size), f.Name)
+		fmt.Fprintf(tw, "%s\t%s\t \t%s\n", pct(f.Fraction), humanBytes(f.Size), quoteName(f.Name))
 	}
 	tw.Flush()
 }
@@ -149,11 +151,13 @@ func (c *warmCmd) Run(log *slog.Logger) error {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return &exitError{2, fmt.Errorf("warm of %s: %s", c.Mountpoint, strings.TrimSpace(string(msg)))}
 	}
-	return c.follow(ctx, resp.Body)
+	return c.follow(ctx, resp.Body, os.Stdout, os.Stderr)
 }
 
-// follow reads the warm's events, shows them, and returns its outcome.
-func (c *warmCmd) follow(ctx context.Context, body io.Reader) error {
+// follow reads the warm's events, shows them on stdout (progress) and
+// stderr (failures, and the progress bar when stderr is a terminal),
+// and returns its outcome.
+func (c *warmCmd) follow(ctx context.Context, body io.Reader, stdout, stderr io.Writer) error {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var first warmEvent
@@ -168,29 +172,32 @@ func (c *warmCmd) follow(ctx context.Context, body io.Reader) error {
 		}
 		if first.Files == 0 && ev.Files > 0 {
 			first = ev
-			if !c.Quiet && term.IsTerminal(int(os.Stderr.Fd())) {
-				bar = progressbar.NewOptions64(ev.TotalBytes, progressbar.OptionSetWriter(os.Stderr),
+			if f, ok := stderr.(*os.File); ok && !c.Quiet && term.IsTerminal(int(f.Fd())) {
+				bar = progressbar.NewOptions64(ev.TotalBytes, progressbar.OptionSetWriter(stderr),
 					progressbar.OptionShowBytes(true), progressbar.OptionSetWidth(30),
 					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionShowElapsedTimeOnFinish(),
 					progressbar.OptionClearOnFinish(),
 					progressbar.OptionSetDescription(fmt.Sprintf("0/%d files", ev.Files)))
 				_ = bar.Set64(ev.Bytes)
 			} else if !c.Quiet {
-				fmt.Printf("warming %d files, %s, %s cached already\n", ev.Files, humanBytes(ev.TotalBytes), humanBytes(ev.Bytes))
+				fmt.Fprintf(stdout, "warming %d files, %s, %s cached already\n", ev.Files, humanBytes(ev.TotalBytes), humanBytes(ev.Bytes))
 			}
 			last = ev.Bytes
 			continue
 		}
 		if ev.Error != "" {
-			failures = append(failures, ev.File+": "+ev.Error)
+			// The name and the daemon's message are printed escaped: the
+			// name is a key of the store, and the message may quote it.
+			failure := quoteName(ev.File) + ": " + escapeText(ev.Error)
+			failures = append(failures, failure)
 			if bar != nil {
 				bar.Clear()
 			}
-			fmt.Fprintf(os.Stderr, "segfs: warm: %s: %s\n", ev.File, ev.Error)
+			fmt.Fprintf(stderr, "segfs: warm: %s\n", failure)
 		} else if ev.File != "" {
 			done++
 			if bar == nil && !c.Quiet {
-				fmt.Printf("cached %s\n", ev.File)
+				fmt.Fprintf(stdout, "cached %s\n", quoteName(ev.File))
 			}
 		}
 		if bar != nil {
@@ -203,7 +210,7 @@ func (c *warmCmd) follow(ctx context.Context, body io.Reader) error {
 				_ = bar.Finish()
 			}
 			took := time.Since(start)
-			fmt.Printf("warmed %d of %d files: %s of %s cached, in %s (%.1f MB/s)\n", done, first.Files,
+			fmt.Fprintf(stdout, "warmed %d of %d files: %s of %s cached, in %s (%.1f MB/s)\n", done, first.Files,
 				humanBytes(ev.Bytes), humanBytes(first.TotalBytes), took.Round(time.Millisecond),
 				float64(ev.Bytes-first.Bytes)/took.Seconds()/1e6)
 			if len(failures) > 0 {

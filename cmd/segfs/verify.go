@@ -104,7 +104,7 @@ func (c *verifyCmd) Run(log *slog.Logger) error {
 	}
 	results = append(results, checked...)
 	sort.Slice(results, func(i, j int) bool { return results[i].Name < results[j].Name })
-	bad := c.report(results)
+	bad := c.report(os.Stdout, results)
 	if bad > 0 {
 		return &exitError{1, fmt.Errorf("%d of %d files damaged or missing", bad, len(results))}
 	}
@@ -301,8 +301,9 @@ func (c *verifyCmd) checkFile(ctx context.Context, f verifyFile, progress func(i
 	return r
 }
 
-// report prints the results and returns how many are damaged or missing.
-func (c *verifyCmd) report(results []verifyResult) int {
+// report prints the results to w and returns how many are damaged or
+// missing.
+func (c *verifyCmd) report(w io.Writer, results []verifyResult) int {
 	bad := 0
 	var bytes int64
 	for _, r := range results {
@@ -327,21 +328,23 @@ func (c *verifyCmd) report(results []verifyResult) int {
 			Damaged int            `json:"damaged"`
 			Summary string         `json:"summary"`
 		}{c.Source, c.Deep, results, bad, summary}
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(escapedJSON{w})
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
 		return bad
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "file\tsize\tchecksum\tstatus\tproblem")
 	for _, r := range results {
 		sum := r.Footer
 		if sum == "" {
 			sum = r.Expected
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", r.Name, r.Size, sum, r.Status, r.Problem)
+		// A name from the store, and a problem that may quote one, must
+		// not forge a row or reach the terminal as control bytes.
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", quoteName(r.Name), r.Size, sum, r.Status, escapeText(r.Problem))
 	}
 	tw.Flush()
-	fmt.Println(summary)
+	fmt.Fprintln(w, summary)
 	return bad
 }

@@ -499,6 +499,9 @@ func TestFstabMountFails(t *testing.T) {
 		{"missing bucket", "s3://no-such-bucket-here/prefix", "", "no such bucket"},
 		{"unknown option", "s3://" + bucket, ",no_such_option=1", "-o no_such_option"},
 		{"bad value", "s3://" + bucket, ",part_size=lots", "-o part_size"},
+		// Refused before the daemon starts: --version would print to
+		// the daemon's /dev/null and exit 0 without mounting.
+		{"version option", "s3://" + bucket, ",version", "-o version: not a mount option"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := e.newMountpoint(t)

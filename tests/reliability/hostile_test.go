@@ -3,6 +3,7 @@ package reliability
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,8 +17,10 @@ import (
 	"testing"
 
 	"github.com/segfs/segfs/compress"
+	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/faults"
 	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/osremote"
 )
 
 // Plan case 25, hostile input: keys no file system can hold, listings
@@ -517,4 +520,189 @@ func restoreFailsAlone(t *testing.T, e *env, bad []string, good string, want []b
 	if crashed(string(out)) {
 		t.Errorf("segfs restore panicked:\n%s", tail(string(out), 4096))
 	}
+}
+
+// TestPlan25NamesReachNoTerminal mounts a bucket holding an object whose
+// key has a newline ("a\nsegfs: forged") beside a Lucene file, and a key
+// holding an escape sequence ("b\x1b[31mred") that the proxy adds to the
+// listing: versitygw's XML, which cannot carry an ESC, would list it as
+// U+FFFD, while S3 lists it URL encoded. segfs status --all, segfs warm
+// (which fails the listed-only key) and segfs verify must print each
+// file on one line, the two keys quoted as Go strings and the Lucene
+// name as it is, no line the newline forged and no ESC byte, nor may the
+// daemon's log; status --json names each key exactly.
+func TestPlan25NamesReachNoTerminal(t *testing.T) {
+	t.Parallel()
+	const forged, red = "a\nsegfs: forged", "b\x1b[31mred"
+	objs := map[string][]byte{
+		forged:   randomBytes(2580, 70<<10),
+		"_0.cfs": randomBytes(2581, 50<<10),
+	}
+	e := newEnv(t, nil, 2580, objs)
+	e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.ListAppend, Entries: []faults.ListEntry{{Key: red, Size: 100}}})
+	m := e.mount(t, cacheDir(t), "--prefetch", "none")
+	if n := e.proxy.Stats().Fired["list_append"]; n == 0 {
+		t.Fatal("the listing with the escape sequence was not served")
+	}
+	names, err := os.ReadDir(m.Dir)
+	if err != nil || len(names) != 3 {
+		t.Fatalf("the mount lists %v (%v), want the 3 keys", names, err)
+	}
+
+	// run runs segfs with args and returns its stdout, its stderr and
+	// its exit code, failing the test if either output has an ESC byte
+	// or a line that the key's newline began.
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		stdout, stderr, code := segfsRun(t, e, args...)
+		noForgery(t, "segfs "+args[0]+"'s stdout", stdout)
+		noForgery(t, "segfs "+args[0]+"'s stderr", stderr)
+		return stdout, stderr, code
+	}
+	text, errs, code := run("status", "--all", m.Dir)
+	if code != 0 {
+		t.Fatalf("segfs status --all: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{` "a\nsegfs: forged"` + "\n", ` "b\x1b[31mred"` + "\n", " _0.cfs\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("segfs status --all has no line ending in %q:\n%s", want, text)
+		}
+	}
+	js, _, code := run("status", "--all", "--json", m.Dir)
+	var rep struct{ Files []struct{ Name string } }
+	if err := json.Unmarshal([]byte(js), &rep); code != 0 || err != nil {
+		t.Fatalf("segfs status --json: exit %d, %v:\n%s", code, err, js)
+	}
+	listed := map[string]bool{}
+	for _, f := range rep.Files {
+		listed[f.Name] = true
+	}
+	if !listed[forged] || !listed[red] || !listed["_0.cfs"] {
+		t.Errorf("segfs status --json lists %q, want the 3 keys exactly", slices.Sorted(maps.Keys(listed)))
+	}
+
+	out, errs, code := run("warm", m.Dir)
+	if code != 1 {
+		t.Errorf("segfs warm: exit %d, want 1 (the listed-only key fails)\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{`cached "a\nsegfs: forged"` + "\n", "cached _0.cfs\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("segfs warm printed no line %q:\n%s", want, out)
+		}
+	}
+	t.Logf("segfs warm:\n%s%s", out, errs)
+	if !strings.Contains(errs, "segfs: warm: "+`"b\x1b[31mred"`+": ") {
+		t.Errorf("segfs warm does not name the key that failed, quoted:\n%s", errs)
+	}
+
+	out, errs, code = run("verify", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region,
+		"--cache-dir", cacheDir(t), "s3://"+e.bucket)
+	if code != 1 {
+		t.Errorf("segfs verify: exit %d, want 1 (none of the objects is a Lucene file)\n%s%s", code, out, errs)
+	}
+	if rows := strings.Count(out, "\n"); rows != 1+3+1 {
+		t.Errorf("segfs verify printed %d lines, want 5 (heading, a row a file, summary):\n%s", rows, out)
+	}
+	t.Logf("segfs verify:\n%s", out)
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	noForgery(t, "the daemon's log", m.Log())
+}
+
+// noForgery fails the test if out has an ESC byte, or a line that the
+// key "a\nsegfs: forged" began.
+func noForgery(t *testing.T, what, out string) {
+	t.Helper()
+	if strings.ContainsRune(out, 0x1b) {
+		t.Errorf("%s has an ESC byte:\n%q", what, out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "segfs: forged") {
+			t.Errorf("%s has a line a key forged:\n%q", what, out)
+			return
+		}
+	}
+}
+
+// segfsRun runs segfs with args and the credentials of e's server, and
+// returns its stdout, its stderr and its exit code.
+func segfsRun(t *testing.T, e *env, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binaries.Segfs, args...)
+	cmd.Env = harness.ChildEnv(e.srv.Env()...)
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	err := cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatalf("segfs %s: %v\n%s", args[0], err, errs.String())
+	}
+	return out.String(), errs.String(), code
+}
+
+// TestPlan25IndexPathNegativeSize lists an OpenSearch index's
+// remote-index-path file at -1 bytes. segfs mount, verify and restore
+// with --layout opensearch must each refuse the shard with an error
+// naming the file and the size, and none may panic (a segfs of
+// c454fcf died in makeslice sizing the file's buffer).
+func TestPlan25IndexPathNegativeSize(t *testing.T) {
+	t.Parallel()
+	const uuid = "negIndexPathUUIDaBcDeF"
+	objs := map[string][]byte{}
+	put := func(key string, data []byte) error {
+		objs[key] = data
+		return nil
+	}
+	o := osremote.Options{IndexUUID: uuid, Shard: 0, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1,
+		Version: 2, IndexPathFile: true, Seed: 2590}
+	files, err := osremote.ShardFiles([]string{"_0"}, 3, 50<<10, o.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := osremote.New(put, o).Upload(files, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	var indexFile string
+	for k := range objs {
+		if strings.HasPrefix(k, layout.IndexPathDir+"/remote_path_") {
+			indexFile = k
+		}
+	}
+	if indexFile == "" {
+		t.Fatalf("osremote wrote no remote-index-path file: %q", slices.Sorted(maps.Keys(objs)))
+	}
+	e := newEnv(t, nil, 2590, objs)
+	e.rules(faults.Rule{Ops: faults.OpList, Fault: faults.ListResize, Entries: []faults.ListEntry{{Key: indexFile, Size: -1}}})
+	layoutArgs := []string{"--layout", "opensearch", "--index-uuid", uuid, "--shard", "0"}
+	// refused fails the test unless out refuses the file by name and
+	// size, without a panic.
+	refused := func(what, out string) {
+		t.Helper()
+		name := strings.TrimPrefix(indexFile, layout.IndexPathDir+"/")
+		if !strings.Contains(out, name) || !strings.Contains(out, "listed with -1 bytes") {
+			t.Errorf("%s does not refuse %s, listed with -1 bytes, by name:\n%s", what, indexFile, tail(out, 4096))
+		}
+		if crashed(out) {
+			t.Errorf("%s panicked:\n%s", what, tail(out, 4096))
+		}
+	}
+
+	refused("segfs mount", mountFails(t, e, cacheDir(t), layoutArgs...))
+	if n := e.proxy.Stats().Fired["list_resize"]; n == 0 {
+		t.Fatal("the lying listing was not served")
+	}
+	store := []string{"--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region}
+	out, errs, code := segfsRun(t, e, slices.Concat([]string{"verify"}, store, layoutArgs, []string{"--cache-dir", cacheDir(t), "s3://" + e.bucket})...)
+	if code != 2 {
+		t.Errorf("segfs verify: exit %d, want 2 (the store cannot be read as a shard)", code)
+	}
+	refused("segfs verify", out+errs)
+	out, errs, code = segfsRun(t, e, slices.Concat([]string{"restore"}, store, layoutArgs, []string{"--no-cache", "s3://" + e.bucket, t.TempDir()})...)
+	if code == 0 {
+		t.Errorf("segfs restore: exit 0, want it to refuse the shard")
+	}
+	refused("segfs restore", out+errs)
 }
