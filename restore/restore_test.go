@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/segfs/segfs/fetcher"
@@ -240,5 +241,41 @@ func TestDestDirNeverFollowsALink(t *testing.T) {
 	}
 	if names, err := dd.Names("n/m"); err != nil || len(names) != 1 || names[0] != "t" {
 		t.Errorf("n/m holds %q, %v; want t", names, err)
+	}
+}
+
+// The space rule counts what the files being written still lack and
+// what the cache keeps free beside DEST_DIR's free space; a file that
+// does not fit fails with ENOSPC, saying what it needs, and counts
+// nothing.
+func TestSpaceRule(t *testing.T) {
+	if got := (spaceRule{keepBytes: 10, keepFraction: 0.05}).keep(1000); got != 50 {
+		t.Errorf("keep of 5%% of 1000 bytes, at least 10: %d", got)
+	}
+	dd, err := openDestDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dd.Close()
+	r := &restorer{dd: dd}
+	a, b := &File{size: 1 << 20}, &File{size: 1 << 20}
+	if err := r.reserve(a); err != nil {
+		t.Fatal(err)
+	}
+	r.wrote(a, 1<<19)
+	if r.pending != 1<<19 {
+		t.Errorf("pending %d after half of a 1 MiB file, want %d", r.pending, 1<<19)
+	}
+	r.space = spaceRule{keepFraction: 1} // the cache keeps the whole disk free
+	err = r.reserve(b)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "it needs 1.0 MiB") || !strings.Contains(err.Error(), "--cache-min-free") {
+		t.Errorf("a file past the rule: %v, want ENOSPC saying what it needs and why", err)
+	}
+	if r.pending != 1<<19 || b.reserved != 0 {
+		t.Errorf("a refused file counted: pending %d, reserved %d", r.pending, b.reserved)
+	}
+	r.unreserve(a)
+	if r.pending != 0 {
+		t.Errorf("pending %d once the file is done", r.pending)
 	}
 }

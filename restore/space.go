@@ -56,8 +56,14 @@ func (r *restorer) reserve(f *File) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if f.size+r.pending+keep > free {
-		return fmt.Errorf("%w: it needs %s and DEST_DIR's file system has %s free, of which %s are for the files being written now and %s stay free for the part cache (--cache-min-free)",
-			unix.ENOSPC, mib(f.size), mib(free), mib(r.pending), mib(keep))
+		msg := fmt.Sprintf("it needs %s and DEST_DIR's file system has %s free", mib(f.size), mib(free))
+		if r.pending > 0 {
+			msg += fmt.Sprintf(", of which %s are for the files being written now", mib(r.pending))
+		}
+		if keep > 0 {
+			msg += fmt.Sprintf("; %s stay free for the part cache there (--cache-min-free)", mib(keep))
+		}
+		return fmt.Errorf("%w: %s", unix.ENOSPC, msg)
 	}
 	r.pending += f.size
 	f.reserved = f.size

@@ -236,7 +236,7 @@ func TestRestoreFullDisk(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1 (big failed):\n%s", r.code, r.out)
 	}
-	if !strings.Contains(r.out, "restore: big: ") || !strings.Contains(r.out, "it needs 6.0MiB") {
+	if !strings.Contains(r.out, "restore: big: ") || !strings.Contains(r.out, "it needs 6.0 MiB") {
 		t.Errorf("big does not fail naming what it needs:\n%s", r.out)
 	}
 	want := map[string][]byte{"small-1": objs["small-1"], "small-2": objs["small-2"]}
