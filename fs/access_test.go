@@ -8,8 +8,8 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
-	"github.com/segfs/segfs/reader"
 )
 
 // Under allow_root, a request that names a node is refused unless root
@@ -82,7 +82,7 @@ func TestOwnerAndRootRefusesOthers(t *testing.T) {
 // Every node shows the tree's owner and modes, without write bits
 // whatever it is given.
 func TestRootShowsAttr(t *testing.T) {
-	entries := []reader.Entry{{Name: "d/f", Obj: fetcher.Object{Key: "d/f", Size: 3}}}
+	entries := []entry.Entry{{Name: "d/f", Obj: fetcher.Object{Key: "d/f", Size: 3}}}
 	root := NewRoot(entries, nil, Attr{UID: 7, GID: 8, FileMode: 0o644, DirMode: 0o777}, slog.New(slog.DiscardHandler))
 	gofs.NewNodeFS(root, &gofs.Options{}) // builds the tree (OnAdd)
 	dir := root.GetChild("d")

@@ -13,6 +13,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
 )
@@ -23,7 +24,7 @@ type fileNode struct {
 	gofs.Inode
 
 	// Constant after construction.
-	entry  reader.Entry
+	entry  entry.Entry
 	reader *reader.Reader
 	stats  *Stats
 	log    *slog.Logger

@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
 )
 
 // node returns a file node of e over r, alone in its directory, as the
 // tree builds it.
-func node(r *reader.Reader, e reader.Entry) *fileNode {
+func node(r *reader.Reader, e entry.Entry) *fileNode {
 	dir := &prefetch.Dir{}
 	return &fileNode{entry: e, reader: r, stats: &Stats{}, dir: dir, index: dir.Add(e.Name, e.Obj)}
 }

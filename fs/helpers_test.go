@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
@@ -15,7 +16,7 @@ import (
 // newTestReader returns a read engine over a directory store holding
 // files (name to bytes) with a real disk cache, and the files' entries in
 // listing order; everything is closed at the end of the test.
-func newTestReader(t testing.TB, files map[string][]byte, cfg reader.Config) (*reader.Reader, []reader.Entry) {
+func newTestReader(t testing.TB, files map[string][]byte, cfg reader.Config) (*reader.Reader, []entry.Entry) {
 	t.Helper()
 	dir := t.TempDir()
 	for name, data := range files {
@@ -46,9 +47,9 @@ func newTestReader(t testing.TB, files map[string][]byte, cfg reader.Config) (*r
 		sched.Close()
 		pc.Close()
 	})
-	entries := make([]reader.Entry, len(objs))
+	entries := make([]entry.Entry, len(objs))
 	for i, o := range objs {
-		entries[i] = reader.Entry{Name: o.Key, Obj: o}
+		entries[i] = entry.Entry{Name: o.Key, Obj: o}
 	}
 	return r, entries
 }

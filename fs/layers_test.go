@@ -15,7 +15,7 @@ func TestLayers(t *testing.T) {
 	rank := map[string]int{
 		"stats":   -1, // counters and histograms, which every layer keeps
 		"fetcher": 0, "cache": 0, "compress": 0, "lucene": 0,
-		"prefetch": 1, "push": 1,
+		"entry": 1, "prefetch": 1, "push": 1,
 		"reader": 2,
 		"fs":     3, "layout": 3, "restore": 3,
 		"cmd/segfs": 4,

@@ -12,6 +12,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
 )
@@ -22,7 +23,7 @@ type Root struct {
 	dirNode
 
 	// Constant after construction.
-	entries []reader.Entry
+	entries []entry.Entry
 	reader  *reader.Reader
 	log     *slog.Logger
 	attr    Attr // every node points to it
@@ -53,7 +54,7 @@ func DefaultAttr() Attr {
 // in "/" becomes a directory. A name that is also a directory's, or that
 // is not a clean relative path, is skipped with a warning: no key can
 // escape the mount.
-func NewRoot(entries []reader.Entry, rd *reader.Reader, attr Attr, log *slog.Logger) *Root {
+func NewRoot(entries []entry.Entry, rd *reader.Reader, attr Attr, log *slog.Logger) *Root {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -71,16 +72,16 @@ func NewRoot(entries []reader.Entry, rd *reader.Reader, attr Attr, log *slog.Log
 }
 
 // Shown returns the entries a tree of entries shows, in their order:
-// those whose name is usable (reader.ValidName) and not also a
+// those whose name is usable (entry.ValidName) and not also a
 // directory's. Each one left out is logged once. Only usable names imply
 // directories, so a key such as "a//b" or "a/.." hides nothing but
 // itself. NewRoot keeps these; a command that writes the files out
 // (segfs restore) writes these, so it never writes what a mount would
 // not show.
-func Shown(entries []reader.Entry, log *slog.Logger) []reader.Entry {
-	out := make([]reader.Entry, 0, len(entries))
+func Shown(entries []entry.Entry, log *slog.Logger) []entry.Entry {
+	out := make([]entry.Entry, 0, len(entries))
 	for _, e := range entries {
-		if !reader.ValidName(e.Name) {
+		if !entry.ValidName(e.Name) {
 			log.Warn("skipping object with an unusable name", "key", e.Obj.Key)
 			continue
 		}
@@ -102,7 +103,7 @@ func Shown(entries []reader.Entry, log *slog.Logger) []reader.Entry {
 // engine serves (reader.Reader.Serve). Keys the tree skips, and the
 // hidden form of a file stored both raw and compressed, are not among
 // them.
-func (r *Root) Entries() []reader.Entry { return r.entries }
+func (r *Root) Entries() []entry.Entry { return r.entries }
 
 // Stats returns the edge's counters.
 func (r *Root) Stats() *Stats { return &r.stats }
@@ -180,7 +181,7 @@ func (r *Root) Seen() {
 }
 
 // dirSet returns the set of every directory path implied by the names.
-func dirSet(entries []reader.Entry) map[string]bool {
+func dirSet(entries []entry.Entry) map[string]bool {
 	dirs := make(map[string]bool)
 	for _, e := range entries {
 		for dir := path.Dir(e.Name); dir != "." && dir != "/"; dir = path.Dir(dir) {

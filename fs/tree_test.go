@@ -15,6 +15,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/reader"
 )
@@ -23,9 +24,9 @@ import (
 // "a/." do not make "a" a directory and so do not hide the file "a".
 func TestUnusableKeysHideOnlyThemselves(t *testing.T) {
 	keys := []string{"a", "a//b", "a/.", "a/./b", "a/../x", "d", "d/x", "ok", "/abs", "e/", "nul\x00"}
-	var entries []reader.Entry
+	var entries []entry.Entry
 	for _, k := range keys {
-		entries = append(entries, reader.Entry{Name: k, Obj: fetcher.Object{Key: k, ETag: `"e"`, Size: 1}})
+		entries = append(entries, entry.Entry{Name: k, Obj: fetcher.Object{Key: k, ETag: `"e"`, Size: 1}})
 	}
 	var names []string
 	for _, e := range Shown(entries, slog.New(slog.DiscardHandler)) {
@@ -41,7 +42,7 @@ func TestUnusableKeysHideOnlyThemselves(t *testing.T) {
 // Entries, what the engine serves (and --prefetch all fetches), are the
 // shown files only.
 func TestRootEntriesAreTheShownFiles(t *testing.T) {
-	entries := []reader.Entry{
+	entries := []entry.Entry{
 		{Name: "a", Obj: fetcher.Object{Key: "a", Size: 1}},
 		{Name: "../x", Obj: fetcher.Object{Key: "../x", Size: 1}},
 		{Name: "b", Obj: fetcher.Object{Key: "b.zst", Size: 1}},
@@ -71,9 +72,9 @@ func TestTreeMemoryPerKey(t *testing.T) {
 	for i := range objs {
 		objs[i] = fetcher.Object{Key: fmt.Sprintf("indices/%02d/_%07d_Lucene90_0.tim", i%16, i), ETag: `"0123456789abcdef0123456789abcdef"`, Size: int64(i)}
 	}
-	entries := make([]reader.Entry, n)
+	entries := make([]entry.Entry, n)
 	for i, o := range objs {
-		entries[i] = reader.Entry{Name: o.Key, Obj: o}
+		entries[i] = entry.Entry{Name: o.Key, Obj: o}
 	}
 	objs = nil
 	root := NewRoot(entries, r, DefaultAttr(), slog.New(slog.DiscardHandler))
@@ -98,10 +99,10 @@ func TestMountOfAMillionKeys(t *testing.T) {
 	}
 	const n, dirs = 1_000_000, 16
 	r, _ := newTestReader(t, nil, reader.Config{})
-	entries := make([]reader.Entry, n)
+	entries := make([]entry.Entry, n)
 	for i := range entries {
 		o := fetcher.Object{Key: fmt.Sprintf("d%02d/_%07d_Lucene90_0.tim", i%dirs, i), ETag: `"0123456789abcdef0123456789abcdef"`, Size: int64(i)}
-		entries[i] = reader.Entry{Name: o.Key, Obj: o}
+		entries[i] = entry.Entry{Name: o.Key, Obj: o}
 	}
 	root := NewRoot(entries, r, DefaultAttr(), slog.New(slog.DiscardHandler))
 	entries = nil
@@ -135,9 +136,9 @@ func TestMountOfAMillionKeys(t *testing.T) {
 func TestTreeInodeNumbers(t *testing.T) {
 	keys := []string{"idx/0/_0.cfs", "idx/0/_0.si", "idx/1/segments_2", "idx/write.lock", "top", "z/y/x/w"}
 	inos := func() map[string]uint64 {
-		var entries []reader.Entry
+		var entries []entry.Entry
 		for _, k := range keys {
-			entries = append(entries, reader.Entry{Name: k, Obj: fetcher.Object{Key: k, ETag: `"e"`, Size: 1}})
+			entries = append(entries, entry.Entry{Name: k, Obj: fetcher.Object{Key: k, ETag: `"e"`, Size: 1}})
 		}
 		root := NewRoot(entries, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
 		gofs.NewNodeFS(root, &gofs.Options{RootStableAttr: &gofs.StableAttr{Ino: RootIno}})

@@ -8,8 +8,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
-	"github.com/segfs/segfs/reader"
 )
 
 // OpenSearch names one shard of an OpenSearch remote segment store: the
@@ -60,7 +60,7 @@ type Opener func(ctx context.Context, sub string) (fetcher.Store, error)
 // refuses a shard with any (Err), verify reports them.
 type Shard struct {
 	Data         fetcher.Store
-	Entries      []reader.Entry
+	Entries      []entry.Entry
 	Problems     []Problem
 	MetadataFile string // the metadata file's name
 	Metadata     *Metadata
@@ -186,7 +186,7 @@ func (o OpenSearch) pickMetadata(objs []fetcher.Object) (string, fetcher.Object,
 // files whose blob is missing or of another length. mdObj is the
 // metadata file's own object: its time is the inline segments_N's. A
 // name that is not a plain file name is an error.
-func shardEntries(md *Metadata, blobs []fetcher.Object, mdObj fetcher.Object) ([]reader.Entry, []Problem, error) {
+func shardEntries(md *Metadata, blobs []fetcher.Object, mdObj fetcher.Object) ([]entry.Entry, []Problem, error) {
 	byName := make(map[string]fetcher.Object, len(blobs))
 	for _, b := range blobs {
 		byName[b.Key] = b
@@ -196,13 +196,13 @@ func shardEntries(md *Metadata, blobs []fetcher.Object, mdObj fetcher.Object) ([
 	if inline {
 		segments = SegmentsFileName(md.Generation)
 	}
-	entries := make([]reader.Entry, 0, len(md.Files)+1)
+	entries := make([]entry.Entry, 0, len(md.Files)+1)
 	var problems []Problem
 	for _, f := range md.Files {
 		if inline && strings.HasPrefix(f.Name, "segments_") {
 			continue // served from the metadata's SegmentInfos below
 		}
-		if f.Name != path.Clean(f.Name) || strings.Contains(f.Name, "/") || !reader.ValidName(f.Name) {
+		if f.Name != path.Clean(f.Name) || strings.Contains(f.Name, "/") || !entry.ValidName(f.Name) {
 			return nil, nil, fmt.Errorf("file name %q is not a file name", f.Name)
 		}
 		blob, ok := byName[f.Uploaded]
@@ -216,10 +216,10 @@ func shardEntries(md *Metadata, blobs []fetcher.Object, mdObj fetcher.Object) ([
 				Detail: fmt.Sprintf("says %s is %d bytes; its blob %s is %d", f.Name, f.Length, f.Uploaded, blob.Size)})
 			continue
 		}
-		entries = append(entries, reader.Entry{Name: f.Name, Obj: blob})
+		entries = append(entries, entry.Entry{Name: f.Name, Obj: blob})
 	}
 	if inline {
-		entries = append(entries, reader.Entry{Name: segments, Inline: md.SegmentInfos, Obj: fetcher.Object{ModTime: mdObj.ModTime}})
+		entries = append(entries, entry.Entry{Name: segments, Inline: md.SegmentInfos, Obj: fetcher.Object{ModTime: mdObj.ModTime}})
 	}
 	return entries, problems, nil
 }

@@ -30,7 +30,7 @@
 //     files fetched ahead when its directory is first seen.
 //   - whole.go: promotion to whole-object files for passthrough opens.
 //   - frames.go, framebudget.go: seekable zstd frames, decoded within a
-//     memory budget; entry.go: the files a listing shows.
+//     memory budget; entry.go: Entry, the file read (package entry).
 //
 // Invariants:
 //   - Every byte served for an object comes from that exact version:

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
-	"github.com/segfs/segfs/reader"
 )
 
 // The plan of a restore and the checks of DEST_DIR before anything is
@@ -27,7 +27,7 @@ import (
 // cannot be restored as the source lists it (a size no object can have,
 // a name in the form of restore's temporary names) is refused alone:
 // it fails, named, and the others are restored.
-func Plan(entries []reader.Entry, checksums map[string]uint64) []*File {
+func Plan(entries []entry.Entry, checksums map[string]uint64) []*File {
 	files := make([]*File, 0, len(entries))
 	for _, e := range entries {
 		f := &File{entry: e, size: e.Size(), temp: tempName(e.Name)}

@@ -5,13 +5,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/entry"
 )
 
 // File is one file of the source and its restore: planned (Plan), then
 // checked against DEST_DIR and written by a Dest.
 type File struct {
-	entry    reader.Entry
+	entry    entry.Entry
 	size     int64
 	expected *uint64 // the checksum the layout's metadata records, if any
 	// temp is the name, relative to DEST_DIR, of the temporary file

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
-	"github.com/segfs/segfs/reader"
 )
 
 // writeTree writes files (by '/'-separated name) below dir.
@@ -78,7 +78,7 @@ func TestRestoreTempName(t *testing.T) {
 func TestRestoreCheckDest(t *testing.T) {
 	var files []*File
 	for _, n := range []string{"a/b/_0.cfs", "a/_1.si", "top"} {
-		files = append(files, &File{entry: reader.Entry{Name: n}, temp: tempName(n)})
+		files = append(files, &File{entry: entry.Entry{Name: n}, temp: tempName(n)})
 	}
 	// check is checkDest of dir, its first entry the source does not have
 	// as an error.
@@ -150,7 +150,7 @@ func TestRestoreCheckDest(t *testing.T) {
 // planned as refused, with its other files as they are.
 func TestRestorePlanRefusesBadSizes(t *testing.T) {
 	for _, size := range []int64{-1, fetcher.MaxObjectSize + 1, 1<<63 - 1} {
-		files := Plan([]reader.Entry{
+		files := Plan([]entry.Entry{
 			{Name: "_0.si", Obj: fetcher.Object{Key: "_0.si", Size: 10}},
 			{Name: "_0.cfs", Obj: fetcher.Object{Key: "_0.cfs", Size: size}},
 		}, nil)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/prefetch"
@@ -365,12 +366,12 @@ type warmEvent struct {
 
 // selectEntries returns the entries under paths, or an error naming a
 // path that is no file or directory of the mount.
-func selectEntries(entries []reader.Entry, paths []string) ([]reader.Entry, error) {
+func selectEntries(entries []entry.Entry, paths []string) ([]entry.Entry, error) {
 	if len(paths) == 0 {
 		return entries, nil
 	}
 	seen := make(map[string]bool)
-	var out []reader.Entry
+	var out []entry.Entry
 	for _, p := range paths {
 		p = filepath.ToSlash(filepath.Clean(p))
 		if p == "." {

@@ -8,15 +8,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/entry"
 )
 
 func TestSelectEntries(t *testing.T) {
-	var entries []reader.Entry
+	var entries []entry.Entry
 	for _, n := range []string{"idx/_0.cfs", "idx/_0.si", "idx2/x", "top"} {
-		entries = append(entries, reader.Entry{Name: n})
+		entries = append(entries, entry.Entry{Name: n})
 	}
-	names := func(es []reader.Entry) string {
+	names := func(es []entry.Entry) string {
 		var out []string
 		for _, e := range es {
 			out = append(out, e.Name)

@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/layout"
-	"github.com/segfs/segfs/reader"
 )
 
 // layoutFlags say how a source's objects become files: as they are
@@ -68,7 +68,7 @@ func (f layoutFlags) check() error {
 // from and the files, in listing order.
 type source struct {
 	store   fetcher.Store
-	entries []reader.Entry
+	entries []entry.Entry
 	keys    int           // keys listed, for the memory bound
 	shard   *layout.Shard // the resolved shard; nil for the plain layout
 }
@@ -96,7 +96,7 @@ func openSource(ctx context.Context, src string, f layoutFlags, cfg fetcher.Conf
 		total += o.Size
 	}
 	log.Info("listed", "source", store.String(), "objects", len(objects), "bytes", total, "took", time.Since(start).Round(time.Millisecond))
-	entries, err := reader.Entries(ctx, store, objects, parallel, log)
+	entries, err := entry.FromObjects(ctx, store, objects, parallel, log)
 	if err != nil {
 		return nil, err
 	}

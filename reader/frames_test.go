@@ -4,14 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,108 +14,20 @@ import (
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/compress"
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/tests/hostile"
+	"github.com/segfs/segfs/tests/localstore"
 )
-
-// seekableBytes returns data as a seekable zstd object of 4 KiB frames.
-func seekableBytes(t *testing.T, data []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	if _, _, err := compress.Encode(context.Background(), &out, bytes.NewReader(data), compress.EncoderOptions{FrameSize: 4 << 10}); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
-}
-
-// dirStore writes files (key -> content, modification time) below a new
-// directory and opens it as a store with its listing.
-func dirStore(t *testing.T, files map[string]fileSpec) (fetcher.Store, []fetcher.Object) {
-	t.Helper()
-	dir := t.TempDir()
-	for key, f := range files {
-		p := filepath.Join(dir, filepath.FromSlash(key))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, f.data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, f.mtime, f.mtime); err != nil {
-			t.Fatal(err)
-		}
-	}
-	store, err := fetcher.Open(context.Background(), (&url.URL{Scheme: "file", Path: dir}).String(), fetcher.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := store.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store, objs
-}
-
-type fileSpec struct {
-	data  []byte
-	mtime time.Time
-}
-
-// TestEntriesBothForms: when KEY and KEY.zst are both stored, the newer
-// is shown under KEY and the other is left out; on a tie, or when the
-// compressed one has no seek table, the raw one is. The result does not
-// depend on the parallelism.
-func TestEntriesBothForms(t *testing.T) {
-	logical := bytes.Repeat([]byte("stored fields "), 3000)
-	zst := seekableBytes(t, logical)
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	later := t0.Add(time.Hour)
-	store, objs := dirStore(t, map[string]fileSpec{
-		"a.fdt": {logical, t0}, "a.fdt.zst": {zst, later}, // compressed newer: it is shown
-		"b.fdt": {logical, later}, "b.fdt.zst": {zst, t0}, // raw newer
-		"c.fdt": {logical, t0}, "c.fdt.zst": {zst, t0}, // tie: raw
-		"d.fdt": {logical, t0}, "d.fdt.zst": {[]byte("not zstd"), later}, // not seekable: both, as they are
-		"e.fdt.zst": {zst, t0}, // alone
-	})
-	type shown struct {
-		name, key  string
-		compressed bool
-	}
-	want := []shown{
-		{"a.fdt", "a.fdt.zst", true},
-		{"b.fdt", "b.fdt", false},
-		{"c.fdt", "c.fdt", false},
-		{"d.fdt", "d.fdt", false},
-		{"d.fdt.zst", "d.fdt.zst", false},
-		{"e.fdt", "e.fdt.zst", true},
-	}
-	for _, parallel := range []int{1, 8} {
-		entries, err := Entries(context.Background(), store, objs, parallel, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []shown
-		for _, e := range entries {
-			got = append(got, shown{e.Name, e.Obj.Key, e.Table != nil})
-			if e.Table != nil && e.Size() != int64(len(logical)) {
-				t.Errorf("%s: size %d, want %d", e.Name, e.Size(), len(logical))
-			}
-		}
-		slices.SortFunc(got, func(a, b shown) int { return strings.Compare(a.name, b.name) })
-		if !slices.Equal(got, want) {
-			t.Errorf("parallel %d: entries\n%v\nwant\n%v", parallel, got, want)
-		}
-	}
-}
 
 // TestFrameReaderStats: a read of a cold compressed entry decodes each
 // frame it touches once, counting the decode and its time; the same read
 // again is served from the decoded frames in memory.
 func TestFrameReaderStats(t *testing.T) {
 	logical := bytes.Repeat([]byte("0123456789abcdef"), 1<<10) // 16 KiB: 4 frames
-	store, objs := dirStore(t, map[string]fileSpec{"x.fdt.zst": {seekableBytes(t, logical), time.Now()}})
-	entries, err := Entries(context.Background(), store, objs, 1, slog.New(slog.DiscardHandler))
+	store, objs := localstore.Dir(t, map[string]localstore.File{"x.fdt.zst": {Data: localstore.Seekable(t, logical), MTime: time.Now()}})
+	entries, err := entry.FromObjects(context.Background(), store, objs, 1, slog.New(slog.DiscardHandler))
 	if err != nil || len(entries) != 1 || entries[0].Table == nil {
 		t.Fatalf("entries %+v, %v", entries, err)
 	}
@@ -161,16 +68,16 @@ func TestFrameReaderStats(t *testing.T) {
 }
 
 // newFrameTest stores obj in a memStore and returns the store, the entry
-// of obj (its seek table read as Entries does) and a FrameReader with cfg
+// of obj (its seek table read as entry.FromObjects does) and a FrameReader with cfg
 // over a Reader of 64 KiB parts without prefetch, whose 16 fetch workers
 // can fetch the parts of several frames at once.
 func newFrameTest(t *testing.T, obj []byte, cfg FrameConfig) (*memStore, Entry, *FrameReader) {
 	t.Helper()
 	store := newMemStore()
 	o := store.put("x.fdt.zst", obj)
-	tab, err := readSeekTable(context.Background(), store, o)
-	if err != nil {
-		t.Fatal(err)
+	entries, err := entry.FromObjects(context.Background(), store, []fetcher.Object{o}, 1, slog.New(slog.DiscardHandler))
+	if err != nil || len(entries) != 1 || entries[0].Table == nil {
+		t.Fatalf("entries %+v, %v; want x.fdt with its seek table", entries, err)
 	}
 	r := newTestReader(t, store, newFakeCache(), 16, Config{PartSize: 64 << 10, Prefetch: prefetch.None})
 	fr, err := newTestFrames(r, cfg)
@@ -178,7 +85,7 @@ func newFrameTest(t *testing.T, obj []byte, cfg FrameConfig) (*memStore, Entry, 
 		t.Fatal(err)
 	}
 	t.Cleanup(fr.Close) // before the Reader's cleanup: cleanups run last first
-	return store, Entry{Name: "x.fdt", Obj: o, Table: tab}, fr
+	return store, entries[0], fr
 }
 
 // holdReads makes every ReadRange of store wait until the returned
@@ -388,7 +295,7 @@ func TestFrameReaderInterrupted(t *testing.T) {
 // errors wrapping ErrClosed.
 func TestFrameReaderClose(t *testing.T) {
 	data := randomBytes(10, 64<<10)
-	store, e, fr := newFrameTest(t, seekableBytes(t, data), FrameConfig{})
+	store, e, fr := newFrameTest(t, localstore.Seekable(t, data), FrameConfig{})
 	release := holdReads(store)
 	defer release()
 	failed := make(chan error, 1)
@@ -435,39 +342,12 @@ func TestFrameConfig(t *testing.T) {
 	}
 }
 
-// hugeStore lists an object far larger than it holds, as a broken or
-// hostile listing may: every ReadRange fails as for a vanished object,
-// after recording how many bytes it was asked for.
-type hugeStore struct {
-	*memStore
-	asked atomic.Int64
-}
-
-func (s *hugeStore) ReadRange(ctx context.Context, obj fetcher.Object, off int64, p []byte) error {
-	s.asked.Store(max(s.asked.Load(), int64(len(p))))
-	return fmt.Errorf("get %s: %w", obj.Key, fetcher.ErrNotFound)
-}
-
-// TestEntriesHugeListing: a .zst listed at 2^62 bytes is read with a
-// tail of at most the largest seek table, and is shown as it is.
-func TestEntriesHugeListing(t *testing.T) {
-	store := &hugeStore{memStore: newMemStore()}
-	objs := []fetcher.Object{{Key: "big.fdt.zst", Size: 1 << 62, ETag: `"1"`}}
-	entries, err := Entries(context.Background(), store, objs, 1, slog.New(slog.DiscardHandler))
-	if err != nil || len(entries) != 1 || entries[0].Table != nil || entries[0].Name != "big.fdt.zst" {
-		t.Fatalf("entries %+v, %v; want the object shown as it is", entries, err)
-	}
-	if a := store.asked.Load(); a == 0 || a > compress.MaxTableSize {
-		t.Errorf("tail read of %d bytes, want at most %d", a, int64(compress.MaxTableSize))
-	}
-}
-
 // TestFrameReaderHoldsUntilCopied: a decoded frame stays counted in the
 // decode budget until its last reader is done with it, and only the
 // frame (not its compressed bytes) stays counted.
 func TestFrameReaderHoldsUntilCopied(t *testing.T) {
 	data := randomBytes(11, 64<<10)
-	_, e, fr := newFrameTest(t, seekableBytes(t, data), FrameConfig{})
+	_, e, fr := newFrameTest(t, localstore.Seekable(t, data), FrameConfig{})
 	got, done, err := fr.frame(context.Background(), e, 1, nil)
 	if err != nil || !bytes.Equal(got, data[4<<10:8<<10]) || done == nil {
 		t.Fatalf("frame 1: %v, or bytes differ", err)
@@ -488,9 +368,9 @@ func TestRefusedObjectLogsOnce(t *testing.T) {
 	log := slog.New(&warns)
 	store := newMemStore()
 	o := store.put("x.fdt.zst", hostile.HugeFrameObject())
-	tab, err := readSeekTable(context.Background(), store, o)
-	if err != nil {
-		t.Fatal(err)
+	entries, err := entry.FromObjects(context.Background(), store, []fetcher.Object{o}, 1, slog.New(slog.DiscardHandler))
+	if err != nil || len(entries) != 1 || entries[0].Table == nil {
+		t.Fatalf("entries %+v, %v; want x.fdt with its seek table", entries, err)
 	}
 	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: 64 << 10, Prefetch: prefetch.None, Logger: log})
 	fr, err := newTestFrames(r, FrameConfig{})
@@ -498,7 +378,7 @@ func TestRefusedObjectLogsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(fr.Close)
-	e := Entry{Name: "x.fdt", Obj: o, Table: tab}
+	e := entries[0]
 	for i := range 3 {
 		_, err := fr.ReadAt(context.Background(), e, make([]byte, 1), int64(i), nil)
 		if !errors.Is(err, compress.ErrFrameTooLarge) || !errors.As(err, new(LoggedError)) {
@@ -522,22 +402,3 @@ func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
 }
 func (w *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return w }
 func (w *warnCounter) WithGroup(string) slog.Handler      { return w }
-
-func TestValidName(t *testing.T) {
-	for key, want := range map[string]bool{
-		"a":            true,
-		"a/b/c.fdt":    true,
-		"with space/ü": true,
-		"":             false,
-		"/abs":         false,
-		"a/../b":       false,
-		"..":           false,
-		"a//b":         false,
-		"./a":          false,
-		"dir/":         false,
-	} {
-		if got := ValidName(key); got != want {
-			t.Errorf("ValidName(%q) = %v, want %v", key, got, want)
-		}
-	}
-}
