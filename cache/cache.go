@@ -70,6 +70,13 @@ const (
 	DefaultMinFreeFraction = 0.05
 )
 
+// HeldDescriptors is how many file descriptors an open Cache keeps open
+// between calls: the directory, its lock file, and its subdirectories
+// (tmp/ and the fan-out ones), each opened on first use. Each Put being
+// written holds one more (MaxWriters of them), and each read of a part
+// one while it reads.
+const HeldDescriptors = tmpSlot + 3
+
 func (c Config) withDefaults() Config {
 	if c.MinFreeFraction <= 0 {
 		c.MinFreeFraction = DefaultMinFreeFraction

@@ -180,10 +180,11 @@ type controlServer struct {
 	cancel   context.CancelFunc
 }
 
-// startControl listens on the mount's control socket. A socket left by
-// a segfs that was killed is replaced; one a live daemon answers on is
-// an error (its mount is there).
-func startControl(f controlFlags, mountpoint string, store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*controlServer, error) {
+// startControl listens on the mount's control socket, held to lim
+// (controlLimits but in tests). A socket left by a segfs that was killed
+// is replaced; one a live daemon answers on is an error (its mount is
+// there).
+func startControl(f controlFlags, mountpoint string, lim listenLimits, store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*controlServer, error) {
 	path, err := f.socketPath(mountpoint)
 	if err != nil {
 		return nil, err
@@ -238,10 +239,11 @@ func startControl(f controlFlags, mountpoint string, store fetcher.Store, rd *re
 		defer c.handlers.Done()
 		mux.ServeHTTP(w, req)
 	})
-	c.srv = &http.Server{Handler: counted, ReadHeaderTimeout: 5 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	c.srv = lim.server(counted)
+	c.srv.BaseContext = func(net.Listener) context.Context { return ctx }
+	limited := lim.listener(ln)
 	c.wg.Go(func() {
-		if err := c.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := c.srv.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("control socket stopped", "path", path, "err", err)
 		}
 	})
@@ -411,7 +413,9 @@ func (c *controlServer) warm(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	rc := http.NewResponseController(w)
 	// The warm ends with its client: gone, or not reading for
-	// warmWriteTimeout (its writes would hold the warm's workers).
+	// warmWriteTimeout (its writes would hold the warm's workers). Each
+	// line sets its own write deadline, which replaces the server's
+	// WriteTimeout: that bounds an answer, and a warm's lines go on.
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
 	var mu sync.Mutex // the writer, and the counts below

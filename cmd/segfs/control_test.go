@@ -1,14 +1,28 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/entry"
+	"github.com/segfs/segfs/fetcher"
+	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/tests/leakcheck"
 )
 
 func TestSelectEntries(t *testing.T) {
@@ -128,5 +142,147 @@ func TestSweepStaleSockets(t *testing.T) {
 		if got := err == nil; got != want {
 			t.Errorf("%s: present %v, want %v", filepath.Base(p), got, want)
 		}
+	}
+}
+
+// startTestControl serves the control socket, held to lim, of an engine
+// over files of a local directory (files × 64 KiB, parts of 64 KiB),
+// whose background fetches, a warm's, start at rate bytes per second.
+// It returns the flags and mountpoint that reach it.
+func startTestControl(t *testing.T, lim listenLimits, files int, rate int64) (controlFlags, string) {
+	t.Helper()
+	const ps = 64 << 10
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.Background()
+	src := t.TempDir()
+	rng := rand.New(rand.NewPCG(3, uint64(files)))
+	for i := range files {
+		b := make([]byte, ps)
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("f%02d", i)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, err := fetcher.Open(ctx, "file://"+src, fetcher.Config{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := store.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := reader.Entries(ctx, store, objs, 2, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := cache.Open(cache.Config{Dir: filepath.Join(t.TempDir(), "cache"), MinFree: -1, IO: cache.IOBuffered, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := prefetch.New(prefetch.Config{Workers: 2, BackgroundRate: rate})
+	rd, err := reader.New(store, pc, sched, reader.Config{Source: fetcher.CacheSource(store), PartSize: ps, Prefetch: prefetch.None, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := segfs.NewRoot(entries, rd, segfs.DefaultAttr(), log)
+	f := controlFlags{ControlDir: filepath.Join(t.TempDir(), "ctl")}
+	mnt := t.TempDir()
+	c, err := startControl(f, mnt, lim, store, rd, root, sched, pc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		rd.Close()
+		sched.Close()
+		pc.Close()
+	})
+	return f, mnt
+}
+
+// A warm that outlasts the control server's read and write timeouts
+// runs to its end: the handler lifts the read deadline once it has the
+// body, and each line sets its own write deadline.
+func TestControlWarmOutlastsTimeouts(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() { leakcheck.Settle(t, before, 5*time.Second) })
+	lim := controlLimits()
+	lim.ReadTimeout, lim.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+	// 4 parts of 64 KiB at 128 KiB/s: about 2 s.
+	f, mnt := startTestControl(t, lim, 4, 128<<10)
+	client, err := controlClient(f, mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	start := time.Now()
+	resp, err := client.Post("http://segfs/warm", "application/json", strings.NewReader(`{"paths":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /warm: %s", resp.Status)
+	}
+	var last warmEvent
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+	}
+	took := time.Since(start)
+	if !last.Done || last.Failed != 0 || last.Bytes != 4<<16 {
+		t.Errorf("after %v the warm ended with %+v (%v), want done with every byte cached", took, last, sc.Err())
+	}
+	if took < lim.ReadTimeout+lim.WriteTimeout {
+		t.Errorf("the warm took %v, no longer than the timeouts: the test shows nothing", took)
+	}
+	// A status afterwards, on the same client, is answered.
+	st, err := client.Get("http://segfs/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Body.Close()
+	if st.StatusCode != http.StatusOK {
+		t.Errorf("GET /status: %s", st.Status)
+	}
+}
+
+// The control socket serves at most its cap of connections at once;
+// one that sends nothing is closed after the header timeout.
+func TestControlSocketCapped(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() { leakcheck.Settle(t, before, 5*time.Second) })
+	lim := controlLimits()
+	lim.MaxConns, lim.IdleTimeout = 2, time.Minute
+	lim.ReadHeaderTimeout = 500 * time.Millisecond
+	f, mnt := startTestControl(t, lim, 1, 0)
+	path, err := f.socketPath(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []*idleClient
+	for range 5 {
+		cs = append(cs, dialIdle(t, "unix", path, "GET /status HTTP/1.1\r\nHost: segfs\r\n\r\n"))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	answered, _ := pollAll(cs, 50*time.Millisecond)
+	for answered < lim.MaxConns && time.Now().Before(deadline) {
+		answered, _ = pollAll(cs, 50*time.Millisecond)
+	}
+	if answered, _ = pollAll(cs, 300*time.Millisecond); answered != lim.MaxConns {
+		t.Errorf("%d of %d idle clients answered, want the cap, %d", answered, len(cs), lim.MaxConns)
+	}
+	silent := dialIdle(t, "unix", path, "")
+	for _, c := range cs {
+		c.conn.Close()
+		c.eof = true
+	}
+	silent.poll(10 * time.Second)
+	if !silent.eof {
+		t.Errorf("a connection that sent nothing was not closed: read %q", silent.got)
 	}
 }

@@ -19,7 +19,11 @@ type memoryBound struct {
 	Frames int64 // decoded seekable zstd frames: kept, and being decoded
 	Tree   int64 // the tree, per listed key
 	Index  int64 // the disk cache's index, per cached part
-	Base   int64 // the runtime, the FUSE server's buffers, the SDK
+	// Listeners are the HTTP listeners' connections, every slot taken:
+	// the control socket's, and --metrics-addr's and --pprof-addr's
+	// when served (listenLimits.memory).
+	Listeners int64
+	Base      int64 // the runtime, the FUSE server's buffers, the SDK
 }
 
 // Per-item costs that the bound counts.
@@ -50,19 +54,41 @@ const (
 func memoryBoundOf(c *mountCmd, keys int) memoryBound {
 	ps, w := int64(c.PartSize), int64(c.MaxFetches)
 	return memoryBound{
-		Parts:  (3*w + reader.DefaultWriters + 1) * ps,
-		Ranges: w*(ps/8+3*reader.RangeBlock) + reader.RangeMemory,
-		Memory: int64(c.MemoryCache),
-		Frames: c.frameMemory(),
-		Tree:   int64(keys) * segfs.TreeBytesPerKey,
-		Index:  (int64(c.CacheSize)/ps + int64(keys)) * indexBytesPerPart,
-		Base:   baseBytes,
+		Parts:     (3*w + reader.DefaultWriters + 1) * ps,
+		Ranges:    w*(ps/8+3*reader.RangeBlock) + reader.RangeMemory,
+		Memory:    int64(c.MemoryCache),
+		Frames:    c.frameMemory(),
+		Tree:      int64(keys) * segfs.TreeBytesPerKey,
+		Index:     (int64(c.CacheSize)/ps + int64(keys)) * indexBytesPerPart,
+		Listeners: listenersMemory(c.listeners()),
+		Base:      baseBytes,
 	}
+}
+
+// listeners are the limits of the HTTP listeners the mount serves.
+func (c *mountCmd) listeners() []listenLimits {
+	lims := []listenLimits{controlLimits()}
+	if c.MetricsAddr != "" {
+		lims = append(lims, metricsLimits())
+	}
+	if c.PprofAddr != "" {
+		lims = append(lims, pprofLimits())
+	}
+	return lims
+}
+
+// listenersMemory is what listeners held to lims may hold together.
+func listenersMemory(lims []listenLimits) int64 {
+	var n int64
+	for _, l := range lims {
+		n += l.memory()
+	}
+	return n
 }
 
 // Total returns the sum of the terms.
 func (b memoryBound) Total() int64 {
-	return b.Parts + b.Ranges + b.Memory + b.Frames + b.Tree + b.Index + b.Base
+	return b.Parts + b.Ranges + b.Memory + b.Frames + b.Tree + b.Index + b.Listeners + b.Base
 }
 
 // frameMemory is what decoded seekable zstd frames may take: the frames

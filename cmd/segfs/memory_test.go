@@ -40,4 +40,14 @@ func TestMemoryBoundTerms(t *testing.T) {
 			t.Errorf("doubling --%s did not raise the bound", tc.name)
 		}
 	}
+	// The control socket is always served; each listener flag adds its
+	// connections at the cap.
+	if b.Listeners != controlLimits().memory() {
+		t.Errorf("listeners %d without --metrics-addr, want the control socket's %d", b.Listeners, controlLimits().memory())
+	}
+	c := base
+	c.MetricsAddr, c.PprofAddr = "127.0.0.1:9100", "127.0.0.1:6060"
+	if got, want := memoryBoundOf(&c, 0).Total()-b.Total(), metricsLimits().memory()+pprofLimits().memory(); got != want {
+		t.Errorf("--metrics-addr and --pprof-addr add %d bytes, want %d", got, want)
+	}
 }

@@ -26,7 +26,8 @@ import (
 // histograms, at /metrics on --metrics-addr and, only with --pprof-addr, Go
 // profiles at /debug/pprof/ on a listener of their own: a scraper let in
 // to read counters must not also get heap dumps and on-demand CPU
-// profiling.
+// profiling. Each listener is held to its listenLimits (listen.go), so a
+// flood of one leaves the other, and the mount, untouched.
 type metricsServer struct {
 	// Immutable after serveMetrics.
 	servers     []*http.Server
@@ -43,22 +44,36 @@ func startMetrics(addr, pprofAddr string, store fetcher.Store, rd *reader.Reader
 		histograms:  []any{store.Counters(), rd.Stats(), sched.Histograms()},
 		passthrough: rd.Passthrough,
 	})
-	return serveMetrics(addr, pprofAddr, func() map[string]int64 {
+	cfg := metricsConfig{Addr: addr, PprofAddr: pprofAddr, Limits: metricsLimits(), PprofLimits: pprofLimits()}
+	return serveMetrics(cfg, func() map[string]int64 {
 		return statsSnapshot(store, rd, root, sched, pc)
 	}, prom, log)
 }
 
-// serveMetrics serves stats() at http://addr/stats and the Go profiles at
-// http://pprofAddr/debug/pprof/; an empty address serves nothing. Both
-// listeners are open when it returns, or neither.
-func serveMetrics(addr, pprofAddr string, stats func() map[string]int64, prom http.Handler, log *slog.Logger) (*metricsServer, error) {
+// metricsConfig says where the metrics server listens, and the limits of
+// each listener.
+type metricsConfig struct {
+	Addr        string // host:port of /stats and /metrics; "" serves neither
+	PprofAddr   string // host:port of /debug/pprof/; "" serves no profile
+	Limits      listenLimits
+	PprofLimits listenLimits
+}
+
+// serveMetrics serves stats() at http://cfg.Addr/stats and the Go
+// profiles at http://cfg.PprofAddr/debug/pprof/, each listener held to
+// its limits. Both listeners are open when it returns, or neither.
+func serveMetrics(cfg metricsConfig, stats func() map[string]int64, prom http.Handler, log *slog.Logger) (*metricsServer, error) {
 	m := &metricsServer{}
-	var lns []net.Listener
-	var muxes []*http.ServeMux
-	if addr != "" {
-		ln, err := net.Listen("tcp", addr)
+	type listener struct {
+		ln  net.Listener
+		mux *http.ServeMux
+		lim listenLimits
+	}
+	var lns []listener
+	if cfg.Addr != "" {
+		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
-			return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+			return nil, fmt.Errorf("--metrics-addr %s: %w", cfg.Addr, err)
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
@@ -68,16 +83,16 @@ func serveMetrics(addr, pprofAddr string, stats func() map[string]int64, prom ht
 		if prom != nil {
 			mux.Handle("GET /metrics", prom)
 		}
-		lns, muxes = append(lns, ln), append(muxes, mux)
+		lns = append(lns, listener{ln, mux, cfg.Limits})
 		m.metricsAddr = ln.Addr().String()
 	}
-	if pprofAddr != "" {
-		ln, err := net.Listen("tcp", pprofAddr)
+	if cfg.PprofAddr != "" {
+		ln, err := net.Listen("tcp", cfg.PprofAddr)
 		if err != nil {
 			for _, l := range lns {
-				_ = l.Close()
+				_ = l.ln.Close()
 			}
-			return nil, fmt.Errorf("--pprof-addr %s: %w", pprofAddr, err)
+			return nil, fmt.Errorf("--pprof-addr %s: %w", cfg.PprofAddr, err)
 		}
 		// Profiles of the running mount, for operators chasing CPU or
 		// memory: the index serves the named profiles (heap, goroutine,
@@ -85,12 +100,13 @@ func serveMetrics(addr, pprofAddr string, stats func() map[string]int64, prom ht
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		lns, muxes = append(lns, ln), append(muxes, mux)
+		lns = append(lns, listener{ln, mux, cfg.PprofLimits})
 		m.pprofAddr = ln.Addr().String()
 	}
-	for i, ln := range lns {
-		srv := &http.Server{Handler: muxes[i], ReadHeaderTimeout: 5 * time.Second}
+	for _, l := range lns {
+		srv := l.lim.server(l.mux)
 		m.servers = append(m.servers, srv)
+		ln := l.lim.listener(l.ln)
 		m.wg.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server stopped", "addr", ln.Addr().String(), "err", err)

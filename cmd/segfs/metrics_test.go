@@ -29,6 +29,12 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// metricsAt is the metrics server's configuration for addr and
+// pprofAddr, with the daemon's limits.
+func metricsAt(addr, pprofAddr string) metricsConfig {
+	return metricsConfig{Addr: addr, PprofAddr: pprofAddr, Limits: metricsLimits(), PprofLimits: pprofLimits()}
+}
+
 // TestMetricsPprofApart checks that --metrics-addr serves /stats and no
 // profile, and that profiles are served only with --pprof-addr, on their
 // own listener.
@@ -40,7 +46,7 @@ func TestMetricsPprofApart(t *testing.T) {
 	profiles := []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/goroutine?debug=2", "/debug/pprof/profile?seconds=1"}
 
 	t.Run("metrics only", func(t *testing.T) {
-		m, err := serveMetrics("127.0.0.1:0", "", stats, nil, log)
+		m, err := serveMetrics(metricsAt("127.0.0.1:0", ""), stats, nil, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +65,7 @@ func TestMetricsPprofApart(t *testing.T) {
 	})
 
 	t.Run("metrics and pprof", func(t *testing.T) {
-		m, err := serveMetrics("127.0.0.1:0", "127.0.0.1:0", stats, nil, log)
+		m, err := serveMetrics(metricsAt("127.0.0.1:0", "127.0.0.1:0"), stats, nil, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +90,7 @@ func TestMetricsPprofApart(t *testing.T) {
 	})
 
 	t.Run("pprof only", func(t *testing.T) {
-		m, err := serveMetrics("", "127.0.0.1:0", stats, nil, log)
+		m, err := serveMetrics(metricsAt("", "127.0.0.1:0"), stats, nil, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,12 +104,12 @@ func TestMetricsPprofApart(t *testing.T) {
 	})
 
 	t.Run("pprof address taken", func(t *testing.T) {
-		m, err := serveMetrics("127.0.0.1:0", "127.0.0.1:0", stats, nil, log)
+		m, err := serveMetrics(metricsAt("127.0.0.1:0", "127.0.0.1:0"), stats, nil, log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		m2, err := serveMetrics("127.0.0.1:0", m.pprofAddr, stats, nil, log)
+		m2, err := serveMetrics(metricsAt("127.0.0.1:0", m.pprofAddr), stats, nil, log)
 		if err == nil {
 			m2.Close()
 			t.Fatalf("a second server took --pprof-addr %s", m.pprofAddr)

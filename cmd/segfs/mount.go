@@ -168,6 +168,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	defer pc.Close()
 	setMemoryLimit(memoryBoundOf(c, src.keys), log)
+	checkFileLimit(fileNeedOf(c), log)
 
 	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved(), BackgroundRate: int64(c.BackgroundBandwidth)})
 	defer sched.Close()
@@ -230,7 +231,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		root.Seen() // the mount is the shard's index directory: its open first
 	}
 	rd.Serve(root.Entries())
-	control, err := startControl(c.controlFlags, c.Mountpoint, store, rd, root, sched, pc, log)
+	control, err := startControl(c.controlFlags, c.Mountpoint, controlLimits(), store, rd, root, sched, pc, log)
 	if err != nil {
 		// status and warm cannot reach this mount; it serves all the same.
 		log.Warn("no control socket: segfs status and segfs warm cannot reach this mount", "err", err)

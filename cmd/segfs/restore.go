@@ -228,8 +228,8 @@ func restoreWorkers(fetches int) int { return fetches + max(2, fetches/4) }
 // mount's, and restore's own buffer of a part per worker; cold small
 // reads' GETs; no memory tier (restore's is bounded to nothing) and no
 // range tier (no segment prefetch); seekable zstd decodes, with no frame
-// kept; the listing; the part cache's index, if any; and the checks of
-// an earlier run's files.
+// kept; the listing; the part cache's index, if any; the checks of
+// an earlier run's files; and --metrics-addr's connections, if served.
 func restoreMemoryBound(c *restoreCmd, keys int) memoryBound {
 	ps, w := int64(c.PartSize), int64(c.MaxFetches)
 	b := memoryBound{
@@ -243,6 +243,9 @@ func restoreMemoryBound(c *restoreCmd, keys int) memoryBound {
 	}
 	if !c.NoCache {
 		b.Index = (int64(c.CacheSize)/ps + int64(keys)) * indexBytesPerPart
+	}
+	if c.MetricsAddr != "" {
+		b.Listeners = metricsLimits().memory()
 	}
 	return b
 }
