@@ -173,7 +173,7 @@ func startTestControl(t *testing.T, lim listenLimits, files int, rate int64) (co
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, err := reader.Entries(ctx, store, objs, 2, log)
+	entries, err := entry.FromObjects(ctx, store, objs, 2, log)
 	if err != nil {
 		t.Fatal(err)
 	}
