@@ -514,6 +514,15 @@ func TestRestoreRefusesAnotherSourcesRestore(t *testing.T) {
 
 	copied := t.TempDir() // B's files, copied without the mark
 	writeTree(t, copied, before)
+	for name := range before { // with their times, as a copy that keeps them
+		fi, err := os.Stat(filepath.Join(dest, filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(filepath.Join(copied, filepath.FromSlash(name)), fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	_, code, err = runRestore(t, fileURL(srcA), copied, "--no-cache")
 	if code != 2 || err == nil || !strings.Contains(err.Error(), "no segfs restore wrote it") {
 		t.Errorf("restore of A into a copy of B's files: exit %d, %v; want 2, not a restore", code, err)
