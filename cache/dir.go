@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/segfs/segfs/dirfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -226,7 +227,7 @@ func checkTop(fd int, path string) error {
 // file holds the marker; foreign lists the entries of a marked directory
 // that segfs does not make.
 func survey(fd int, path string) (marked bool, foreign []string, err error) {
-	names, err := readNames(fd)
+	names, err := dirfd.ReadNames(fd)
 	if err != nil {
 		return false, nil, dirFailed(path, "list", err)
 	}
@@ -235,7 +236,7 @@ func survey(fd int, path string) (marked bool, foreign []string, err error) {
 	var ours []string
 	for _, name := range names {
 		var st unix.Stat_t
-		if err := fstatat(fd, name, &st); err == unix.ENOENT {
+		if err := dirfd.Fstatat(fd, name, &st); err == unix.ENOENT {
 			continue
 		} else if err != nil {
 			return false, nil, dirFailed(path, "stat "+name, err)
@@ -285,7 +286,7 @@ func survey(fd int, path string) (marked bool, foreign []string, err error) {
 // readLock returns the start of DIR/lock's content: enough to tell the
 // marker from anything else.
 func readLock(dfd int) (string, error) {
-	fd, err := openat(dfd, lockName, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := dirfd.Openat(dfd, lockName, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return "", err
 	}
@@ -308,7 +309,7 @@ func readLock(dfd int) (string, error) {
 // exclusive flock on it. The kernel drops the lock when the process
 // dies, so a killed process leaves no stale lock.
 func lockAt(dfd int, path string) (*os.File, error) {
-	fd, err := openat(dfd, lockName, unix.O_RDWR|unix.O_CREAT|unix.O_NONBLOCK, 0o600)
+	fd, err := dirfd.Openat(dfd, lockName, unix.O_RDWR|unix.O_CREAT|unix.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, dirFailed(path, "open lock", err)
 	}
@@ -357,7 +358,7 @@ func writeMarker(lock *os.File) error {
 // named as tempName names them, directories excepted. It leaves and logs
 // everything else.
 func sweep(tmpFd int, tmpPath string, log *slog.Logger) error {
-	names, err := readNames(tmpFd)
+	names, err := dirfd.ReadNames(tmpFd)
 	if err != nil {
 		return err
 	}
@@ -365,7 +366,7 @@ func sweep(tmpFd int, tmpPath string, log *slog.Logger) error {
 	var left []string
 	for _, name := range names {
 		var st unix.Stat_t
-		if !isTempName(name) || fstatat(tmpFd, name, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if !isTempName(name) || dirfd.Fstatat(tmpFd, name, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			left = append(left, name)
 			continue
 		}
@@ -433,10 +434,10 @@ func (d *dirs) openLocked(slot int, create bool) (int, error) {
 		return int(fd), nil
 	}
 	name := slotName(slot)
-	fd, err := openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := dirfd.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err == unix.ENOENT && create {
 		if err = unix.Mkdirat(d.fd, name, 0o700); err == nil || err == unix.EEXIST {
-			fd, err = openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			fd, err = dirfd.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		}
 	}
 	if err != nil {
@@ -486,28 +487,6 @@ func (d *dirs) close() error {
 		return d.lock.Close()
 	}
 	return nil
-}
-
-// openat opens name in the directory dfd, never following a symlink.
-func openat(dfd int, name string, flags int, mode uint32) (int, error) {
-	for {
-		fd, err := unix.Openat(dfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
-}
-
-// readNames lists the directory dfd through a descriptor of its own, so
-// that listings do not share dfd's offset.
-func readNames(dfd int) ([]string, error) {
-	fd, err := openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), ".")
-	defer f.Close()
-	return f.Readdirnames(-1)
 }
 
 // removeName removes the entry name of the directory dfd: a file of any

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/segfs/segfs/dirfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -148,7 +149,7 @@ func (c *Cache) walkSub(slot int) (parts []found, orphans []partID, strays int64
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("%s: %w", filepath.Join(c.dir, sub), err)
 	}
-	names, err := readNames(dfd)
+	names, err := dirfd.ReadNames(dfd)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("%s: %w", filepath.Join(c.dir, sub), err)
 	}
@@ -172,7 +173,7 @@ func (c *Cache) walkSub(slot int) (parts []found, orphans []partID, strays int64
 			continue
 		}
 		var st unix.Stat_t
-		if err := fstatat(dfd, name, &st); err != nil {
+		if err := dirfd.Fstatat(dfd, name, &st); err != nil {
 			continue // removed meanwhile
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -222,12 +223,4 @@ func (c *Cache) trim() {
 	c.mu.Unlock()
 	c.removeVictims(victims)
 	_ = c.keepFloor(0)
-}
-
-func fstatat(dfd int, name string, st *unix.Stat_t) error {
-	for {
-		if err := unix.Fstatat(dfd, name, st, unix.AT_SYMLINK_NOFOLLOW); err != unix.EINTR {
-			return err
-		}
-	}
 }

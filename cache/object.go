@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/segfs/segfs/dirfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -264,7 +265,7 @@ func (c *Cache) buildObject(ctx context.Context, id partID, k ObjectKey, parts, 
 		return 0, err
 	}
 	var st unix.Stat_t
-	if err := fstatat(dfd, objName, &st); err != nil {
+	if err := dirfd.Fstatat(dfd, objName, &st); err != nil {
 		return 0, err
 	}
 	seal := sealOf(k, &st).encode()
@@ -369,7 +370,7 @@ func (c *Cache) openSealed(id partID, k ObjectKey) (fd int, s sealed, ok bool) {
 		c.removeBadObject(id, k, err)
 		return -1, s, false
 	}
-	fd, err = openat(dfd, objName, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err = dirfd.Openat(dfd, objName, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		c.removeBadObject(id, k, badPart("data file: %v", err))
 		return -1, s, false
@@ -551,7 +552,7 @@ func (c *Cache) removeObjectFiles(id partID) {
 // readSmall reads the small file name of the directory dfd whole, not
 // following a symlink.
 func readSmall(dfd int, name string) ([]byte, error) {
-	fd, err := openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := dirfd.Openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}

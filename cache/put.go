@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/segfs/segfs/dirfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -94,7 +95,7 @@ func (c *Cache) adopt(id partID, k Key) bool {
 		return false
 	}
 	var st unix.Stat_t
-	if fstatat(dfd, id.name(partSuffix), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if dirfd.Fstatat(dfd, id.name(partSuffix), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false
 	}
 	c.mu.Lock()
@@ -283,10 +284,10 @@ func (c *Cache) createTemp(name string) (*os.File, int, error) {
 	if err != nil {
 		return nil, -1, &os.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
 	}
-	fd, err := openat(tfd, name, flags, 0o600)
+	fd, err := dirfd.Openat(tfd, name, flags, 0o600)
 	if err == unix.ENOENT {
 		if tfd, err = c.dirs.renew(tmpSlot, tfd); err == nil {
-			fd, err = openat(tfd, name, flags, 0o600)
+			fd, err = dirfd.Openat(tfd, name, flags, 0o600)
 		}
 	}
 	if err != nil {

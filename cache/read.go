@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/segfs/segfs/dirfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -116,7 +117,7 @@ func (c *Cache) openFile(slot int, name string) (dfd, fd int, err error) {
 	if err != nil {
 		return -1, -1, err
 	}
-	fd, err = openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err = dirfd.Openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	return dfd, fd, err
 }
 
@@ -136,7 +137,7 @@ func unusable(err error) bool {
 // not be opened (openErr), and counts it; what names the file in logs.
 func (c *Cache) removeUnusable(id partID, what string, dfd int, name string, openErr error) {
 	var st unix.Stat_t
-	if err := fstatat(dfd, name, &st); err != nil {
+	if err := dirfd.Fstatat(dfd, name, &st); err != nil {
 		c.stats.readErrors.Add(1) // gone meanwhile, or the directory unreadable
 		return
 	}
@@ -297,7 +298,7 @@ func (c *Cache) removeBad(id partID, dfd int, name string, st *unix.Stat_t) bool
 		return false // being evicted, or rewritten by a Put
 	}
 	var cur unix.Stat_t
-	if err := fstatat(dfd, name, &cur); err != nil || cur.Dev != st.Dev || cur.Ino != st.Ino {
+	if err := dirfd.Fstatat(dfd, name, &cur); err != nil || cur.Dev != st.Dev || cur.Ino != st.Ino {
 		return false // already removed or replaced
 	}
 	err := removeName(dfd, name)
@@ -327,7 +328,7 @@ func (c *Cache) dropPhantom(id partID, dfd int, name string) {
 		return
 	}
 	var st unix.Stat_t
-	if dfd < 0 || fstatat(dfd, name, &st) == unix.ENOENT {
+	if dfd < 0 || dirfd.Fstatat(dfd, name, &st) == unix.ENOENT {
 		c.idx.remove(e)
 	}
 }
@@ -363,7 +364,7 @@ func (c *Cache) isFile(slot int, name string) bool {
 		return false
 	}
 	var st unix.Stat_t
-	return fstatat(dfd, name, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+	return dirfd.Fstatat(dfd, name, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 
 func fstat(fd int, st *unix.Stat_t) error {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/segfs/segfs/dirfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,7 +48,7 @@ var errSwapped = errors.New("not a directory: it is a symbolic link or another f
 // openDestDir opens the directory at path, which must not be a symlink
 // itself (the caller resolved it).
 func openDestDir(p string) (*destDir, error) {
-	fd, err := openNoFollow(unix.AT_FDCWD, p, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := dirfd.Openat(unix.AT_FDCWD, p, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 			err = errSwapped
@@ -86,15 +87,15 @@ func splitName(name string) (dirs []string, base string, err error) {
 // missing with mode 0755 when create is set. The caller closes the
 // descriptor; with no dirs it is a new descriptor of DEST_DIR.
 func (d *destDir) walkTo(dirs []string, create bool) (int, error) {
-	fd, err := openNoFollow(d.fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := dirfd.Openat(d.fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return -1, &fs.PathError{Op: "open", Path: d.path, Err: err}
 	}
 	for i, c := range dirs {
-		next, err := openNoFollow(fd, c, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		next, err := dirfd.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		if errors.Is(err, unix.ENOENT) && create {
 			if err = unix.Mkdirat(fd, c, 0o755); err == nil || errors.Is(err, unix.EEXIST) {
-				next, err = openNoFollow(fd, c, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+				next, err = dirfd.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 			}
 		}
 		unix.Close(fd)
@@ -133,7 +134,7 @@ func (d *destDir) at(name string, create bool, op func(dfd int, base string) err
 func (d *destDir) OpenFile(name string, flags int, mode fs.FileMode) (*os.File, error) {
 	var f *os.File
 	err := d.at(name, flags&os.O_CREATE != 0, func(dfd int, base string) error {
-		fd, err := openNoFollow(dfd, base, flags, uint32(mode.Perm()))
+		fd, err := dirfd.Openat(dfd, base, flags, uint32(mode.Perm()))
 		if err != nil {
 			return &fs.PathError{Op: "open", Path: d.display(name), Err: err}
 		}
@@ -236,7 +237,7 @@ func (d *destDir) Walk(fn func(name string, mode fs.FileMode) error) error {
 // walkDir walks the directory dfd, named prefix ("" for DEST_DIR); it
 // does not close dfd.
 func (d *destDir) walkDir(dfd int, prefix string, fn func(string, fs.FileMode) error) error {
-	names, err := readNames(dfd)
+	names, err := dirfd.ReadNames(dfd)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", d.display(prefix), err)
 	}
@@ -259,7 +260,7 @@ func (d *destDir) walkDir(dfd int, prefix string, fn func(string, fs.FileMode) e
 		case !fi.IsDir():
 			continue
 		}
-		sub, err := openNoFollow(dfd, n, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		sub, err := dirfd.Openat(dfd, n, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err != nil {
 			if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 				err = errSwapped
@@ -290,40 +291,17 @@ func (d *destDir) Names(name string) ([]string, error) {
 		return nil, err
 	}
 	defer unix.Close(dfd)
-	names, err := readNames(dfd)
+	names, err := dirfd.ReadNames(dfd)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", d.display(name), err)
 	}
 	return names, nil
 }
 
-// openNoFollow is openat that never follows a symlink at the last
-// component and is retried when a signal interrupts it.
-func openNoFollow(dfd int, name string, flags int, mode uint32) (int, error) {
-	for {
-		fd, err := unix.Openat(dfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
-		if err != unix.EINTR {
-			return fd, err
-		}
-	}
-}
-
-// readNames lists the directory dfd through a descriptor of its own,
-// so that listings do not share dfd's offset.
-func readNames(dfd int) ([]string, error) {
-	fd, err := openNoFollow(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), ".")
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
-
 // statAt is fstatat of name in dfd, a link not followed.
 func statAt(dfd int, name string) (fs.FileInfo, error) {
 	var st unix.Stat_t
-	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := dirfd.Fstatat(dfd, name, &st); err != nil {
 		return nil, err
 	}
 	return statInfo{name: name, st: st}, nil

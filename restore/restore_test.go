@@ -12,40 +12,8 @@ import (
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/tests/localstore"
 )
-
-// writeTree writes files (by '/'-separated name) below dir.
-func writeTree(t *testing.T, dir string, files map[string][]byte) {
-	t.Helper()
-	for name, data := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// readTree returns the regular files below dir by '/'-separated name.
-func readTree(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		b, err := os.ReadFile(p)
-		out[filepath.ToSlash(rel)] = b
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // The temporary name is in the file's own directory, hidden, and within
 // the kernel's name length for any valid name.
@@ -104,7 +72,7 @@ func TestRestoreCheckDest(t *testing.T) {
 				}
 				continue
 			}
-			writeTree(t, dir, map[string][]byte{n: []byte("x")})
+			localstore.WriteTree(t, dir, map[string][]byte{n: []byte("x")})
 		}
 		return dir
 	}
@@ -174,8 +142,8 @@ func TestRestorePlanRefusesBadSizes(t *testing.T) {
 // "." or ".." component is refused.
 func TestDestDirNeverFollowsALink(t *testing.T) {
 	dest, outside := t.TempDir(), t.TempDir()
-	writeTree(t, outside, map[string][]byte{"f": []byte("outside's own")})
-	writeTree(t, dest, map[string][]byte{"d/f": []byte("mine"), "file": []byte("a file")})
+	localstore.WriteTree(t, outside, map[string][]byte{"f": []byte("outside's own")})
+	localstore.WriteTree(t, dest, map[string][]byte{"d/f": []byte("mine"), "file": []byte("a file")})
 	if err := os.Symlink(outside, filepath.Join(dest, "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +190,7 @@ func TestDestDirNeverFollowsALink(t *testing.T) {
 	if err := dd.Remove("link"); err != nil {
 		t.Errorf("remove the link itself: %v", err)
 	}
-	if got := readTree(t, outside); len(got) != 1 || string(got["f"]) != "outside's own" {
+	if got := localstore.ReadTree(t, outside); len(got) != 1 || string(got["f"]) != "outside's own" {
 		t.Errorf("outside DEST_DIR changed: %q", got)
 	}
 	for _, bad := range []string{"../x", "d/../../x", "d//f", "./d", "d/.", "/abs", ""} {

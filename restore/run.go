@@ -18,6 +18,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/sys/unix"
 
+	"github.com/segfs/segfs/dirfd"
 	"github.com/segfs/segfs/reader"
 )
 
@@ -376,7 +377,7 @@ func (r *restorer) syncDirs() error {
 
 // syncDir syncs the directory at dir, a path above DEST_DIR.
 func syncDir(dir string) error {
-	fd, err := openNoFollow(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := dirfd.Openat(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/segfs/segfs/tests/localstore"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +18,7 @@ import (
 // ones fetched; --keep-extra keeps the dropped ones.
 func TestRestoreResumeAfterTheSourceMovedOn(t *testing.T) {
 	src, dest := t.TempDir(), t.TempDir()
-	writeTree(t, src, map[string][]byte{"a": []byte("a1"), "d/b": []byte("b1"), "e/c": []byte("c1")})
+	localstore.WriteTree(t, src, map[string][]byte{"a": []byte("a1"), "d/b": []byte("b1"), "e/c": []byte("c1")})
 	if _, code, err := runRestore(t, fileURL(src), dest, "--no-cache"); code != 0 {
 		t.Fatalf("first restore: exit %d: %v", code, err)
 	}
@@ -27,19 +28,19 @@ func TestRestoreResumeAfterTheSourceMovedOn(t *testing.T) {
 		}
 	}
 	os.Remove(filepath.Join(src, "e"))
-	writeTree(t, src, map[string][]byte{"d/new": []byte("new"), "f": []byte("f1")})
+	localstore.WriteTree(t, src, map[string][]byte{"d/new": []byte("new"), "f": []byte("f1")})
 	// A stale temporary file of a dropped file goes too.
-	writeTree(t, dest, map[string][]byte{"e/.c.segfs-restore": []byte("half")})
+	localstore.WriteTree(t, dest, map[string][]byte{"e/.c.segfs-restore": []byte("half")})
 
 	keep := t.TempDir()
-	writeTree(t, keep, treeOf(t, dest))
+	localstore.WriteTree(t, keep, localstore.ReadTree(t, dest))
 	copyMark(t, dest, keep)
 
 	sum, code, err := runRestore(t, fileURL(src), dest, "--no-cache")
 	if code != 0 || sum.Skipped != 1 || sum.Restored != 2 {
 		t.Fatalf("resume: exit %d, %v, %v; want a skipped, d/new and f restored", code, err, sum)
 	}
-	sameTree(t, treeOf(t, dest), treeOf(t, src))
+	sameTree(t, localstore.ReadTree(t, dest), localstore.ReadTree(t, src))
 	if _, err := os.Lstat(filepath.Join(dest, "e")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("e/, which no file of the source is in, is still there: %v", err)
 	}
@@ -47,9 +48,9 @@ func TestRestoreResumeAfterTheSourceMovedOn(t *testing.T) {
 	if _, code, err := runRestore(t, fileURL(src), keep, "--no-cache", "--keep-extra"); code != 0 {
 		t.Fatalf("resume with --keep-extra: exit %d: %v", code, err)
 	}
-	want := treeOf(t, src)
+	want := localstore.ReadTree(t, src)
 	want["d/b"], want["e/c"], want["e/.c.segfs-restore"] = []byte("b1"), []byte("c1"), []byte("half")
-	sameTree(t, treeOf(t, keep), want)
+	sameTree(t, localstore.ReadTree(t, keep), want)
 }
 
 // copyMark gives to the restoreMark of from.
@@ -80,19 +81,19 @@ func TestRestoreIntoAFileSystemRoot(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(dest, "lost+found")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
 		t.Errorf("lost+found after the restore: %v, %v", fi, err)
 	}
-	sameTree(t, treeOf(t, dest), want)
+	sameTree(t, localstore.ReadTree(t, dest), want)
 	// And again: a resume of the same source, lost+found beside it.
 	if sum, code, err := runRestore(t, fileURL(src), dest, "--no-cache"); code != 0 || sum.Restored != 0 {
 		t.Fatalf("resume: exit %d: %v %v", code, err, sum)
 	}
 
 	dest2 := t.TempDir()
-	writeTree(t, dest2, map[string][]byte{"lost+found" + "/#1234": []byte("fsck's")})
+	localstore.WriteTree(t, dest2, map[string][]byte{"lost+found" + "/#1234": []byte("fsck's")})
 	_, code, err := runRestore(t, fileURL(src), dest2, "--no-cache")
 	if code != 2 || err == nil || !strings.Contains(err.Error(), "lost+found") {
 		t.Errorf("a lost+found with files: exit %d, %v; want 2 naming it", code, err)
 	}
-	if got := treeOf(t, dest2); len(got) != 1 {
+	if got := localstore.ReadTree(t, dest2); len(got) != 1 {
 		t.Errorf("DEST_DIR changed: %q", got)
 	}
 }
@@ -101,7 +102,7 @@ func TestRestoreIntoAFileSystemRoot(t *testing.T) {
 // the file whose temporary name it has is restored.
 func TestRestoreTempFormKeyFailsAlone(t *testing.T) {
 	src, dest := t.TempDir(), t.TempDir()
-	writeTree(t, src, map[string][]byte{
+	localstore.WriteTree(t, src, map[string][]byte{
 		"x":                    []byte("the real x"),
 		".x.segfs-restore":     []byte("hostile"),
 		".d.segfs-restore/y":   []byte("hostile too"),
@@ -118,10 +119,10 @@ func TestRestoreTempFormKeyFailsAlone(t *testing.T) {
 			t.Errorf("%s: %v", f.Name, f.Err)
 		}
 	}
-	want := treeOf(t, src)
+	want := localstore.ReadTree(t, src)
 	delete(want, ".x.segfs-restore")
 	delete(want, ".d.segfs-restore/y")
-	sameTree(t, treeOf(t, dest), want)
+	sameTree(t, localstore.ReadTree(t, dest), want)
 }
 
 // A DEST_DIR inside a file:// source is refused, before anything is

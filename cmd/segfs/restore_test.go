@@ -23,6 +23,7 @@ import (
 	"github.com/segfs/segfs/lucene"
 	"github.com/segfs/segfs/restore"
 	"github.com/segfs/segfs/tests/leakcheck"
+	"github.com/segfs/segfs/tests/localstore"
 	"github.com/segfs/segfs/tests/osremote"
 )
 
@@ -68,44 +69,6 @@ func runRestoreCtx(t *testing.T, ctx context.Context, log *slog.Logger, source, 
 }
 
 func fileURL(dir string) string { return (&url.URL{Scheme: "file", Path: dir}).String() }
-
-// writeTree writes files (by '/'-separated name) below dir.
-func writeTree(t *testing.T, dir string, files map[string][]byte) {
-	t.Helper()
-	for name, data := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// treeOf returns the regular files below dir by '/'-separated name, and
-// fails on anything else but directories.
-func treeOf(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			t.Errorf("%s is not a regular file", p)
-			return nil
-		}
-		rel, _ := filepath.Rel(dir, p)
-		data, err := os.ReadFile(p)
-		out[filepath.ToSlash(rel)] = data
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // sameTree fails the test unless got holds exactly want, byte-exact.
 func sameTree(t *testing.T, got, want map[string][]byte) {
@@ -171,7 +134,7 @@ func plainShard(t *testing.T) (string, map[string][]byte) {
 	}
 	delete(objs, "index/_0.fdt")
 	objs["index/_0.fdt.zst"] = zst.Bytes()
-	writeTree(t, src, objs)
+	localstore.WriteTree(t, src, objs)
 	return src, want
 }
 
@@ -196,7 +159,7 @@ func TestRestorePlainAndResume(t *testing.T) {
 			if sum.Restored != len(want) || sum.Skipped != 0 {
 				t.Errorf("summary %v: want %d restored", sum, len(want))
 			}
-			sameTree(t, treeOf(t, dest), want)
+			sameTree(t, localstore.ReadTree(t, dest), want)
 			fi, err := os.Stat(filepath.Join(dest, "index/_0.cfs"))
 			si, err2 := os.Stat(filepath.Join(src, "index/_0.cfs"))
 			if err != nil || err2 != nil || !fi.ModTime().Equal(si.ModTime()) {
@@ -227,7 +190,7 @@ func TestRestorePlainAndResume(t *testing.T) {
 			}
 			flipAt(t, at("index/_1.doc"), int64(len(want["index/_1.doc"])-1), true)
 			flipAt(t, at("index/sub/_2.tim"), 5000, false)
-			writeTree(t, dest, map[string][]byte{"index/._0.cfs.segfs-restore": []byte("partial")})
+			localstore.WriteTree(t, dest, map[string][]byte{"index/._0.cfs.segfs-restore": []byte("partial")})
 
 			sum, code, err = runRestore(t, fileURL(src), dest, args...)
 			if code != 0 {
@@ -239,7 +202,7 @@ func TestRestorePlainAndResume(t *testing.T) {
 			if sum.Restored != 3 {
 				t.Errorf("after damage: %v; want 3 restored (_0.si, notes.txt, _2.tim)", sum)
 			}
-			got := treeOf(t, dest)
+			got := localstore.ReadTree(t, dest)
 			if bytes.Equal(got["index/_1.doc"], want["index/_1.doc"]) {
 				t.Errorf("_1.doc was fetched again; the footer check cannot tell")
 			}
@@ -250,7 +213,7 @@ func TestRestorePlainAndResume(t *testing.T) {
 			if code != 0 || sum.Restored != 1 || sum.Skipped != len(want)-1 {
 				t.Errorf("--verify deep: exit %d (%v), %v; want _1.doc fetched again, the rest skipped", code, err, sum)
 			}
-			sameTree(t, treeOf(t, dest), want)
+			sameTree(t, localstore.ReadTree(t, dest), want)
 		})
 	}
 }
@@ -296,7 +259,7 @@ func TestRestoreInterrupted(t *testing.T) {
 	if sum.Restored == 0 || sum.Restored == len(want) || len(sum.Failed) != 0 {
 		t.Fatalf("interrupted run: %v; want some files restored, none failed", sum)
 	}
-	got := treeOf(t, dest)
+	got := localstore.ReadTree(t, dest)
 	if len(got) != sum.Restored {
 		t.Errorf("%d files in DEST_DIR, %d restored: a temporary file is left", len(got), sum.Restored)
 	}
@@ -310,7 +273,7 @@ func TestRestoreInterrupted(t *testing.T) {
 	if code != 0 || sum.Skipped != first || sum.Restored != len(want)-first {
 		t.Errorf("second run: exit %d (%v), %v; want the %d restored skipped and the rest fetched", code, err, sum, first)
 	}
-	sameTree(t, treeOf(t, dest), want)
+	sameTree(t, localstore.ReadTree(t, dest), want)
 }
 
 // An OpenSearch shard in a local repository restores as its Lucene
@@ -340,7 +303,7 @@ func TestRestoreOpenSearch(t *testing.T) {
 	if sum, code, err := runRestore(t, fileURL(root), dest, layoutArgs...); code != 0 {
 		t.Fatalf("exit %d: %v %v", code, err, sum)
 	}
-	sameTree(t, treeOf(t, dest), want)
+	sameTree(t, localstore.ReadTree(t, dest), want)
 
 	// Change a byte in the middle of a blob, the length and footer kept.
 	var victim string
@@ -362,7 +325,7 @@ func TestRestoreOpenSearch(t *testing.T) {
 	if code != 1 || len(sum.Failed) != 1 || sum.Failed[0].Name != victim || !errors.Is(sum.Failed[0].Err, lucene.ErrChecksum) {
 		t.Fatalf("deep check: exit %d, %v, failed %v; want %s failed on its checksum", code, sum, sum.Failed, victim)
 	}
-	got := treeOf(t, dest3)
+	got := localstore.ReadTree(t, dest3)
 	if _, ok := got[victim]; ok {
 		t.Errorf("%s is under its name after failing the deep check", victim)
 	}
@@ -374,13 +337,13 @@ func TestRestoreOpenSearch(t *testing.T) {
 func TestRestoreRefusesForeignDest(t *testing.T) {
 	src, _ := plainShard(t)
 	dest := t.TempDir()
-	writeTree(t, dest, map[string][]byte{"index/_0.si": []byte("old"), "index/mine.txt": []byte("keep me")})
-	before := treeOf(t, dest)
+	localstore.WriteTree(t, dest, map[string][]byte{"index/_0.si": []byte("old"), "index/mine.txt": []byte("keep me")})
+	before := localstore.ReadTree(t, dest)
 	_, code, err := runRestore(t, fileURL(src), dest, "--no-cache")
 	if code != 2 || err == nil || !strings.Contains(err.Error(), "index/mine.txt") {
 		t.Fatalf("exit %d, %v; want 2 naming index/mine.txt", code, err)
 	}
-	sameTree(t, treeOf(t, dest), before)
+	sameTree(t, localstore.ReadTree(t, dest), before)
 }
 
 // A DEST_DIR that is a symlink is checked where it leads: a foreign
@@ -388,8 +351,8 @@ func TestRestoreRefusesForeignDest(t *testing.T) {
 func TestRestoreRefusesForeignDestBehindALink(t *testing.T) {
 	src, _ := plainShard(t)
 	foreign := t.TempDir()
-	writeTree(t, foreign, map[string][]byte{"index/_0.si": []byte("old"), "index/mine.txt": []byte("keep me")})
-	before := treeOf(t, foreign)
+	localstore.WriteTree(t, foreign, map[string][]byte{"index/_0.si": []byte("old"), "index/mine.txt": []byte("keep me")})
+	before := localstore.ReadTree(t, foreign)
 	link := filepath.Join(t.TempDir(), "dest")
 	if err := os.Symlink(foreign, link); err != nil {
 		t.Fatal(err)
@@ -398,7 +361,7 @@ func TestRestoreRefusesForeignDestBehindALink(t *testing.T) {
 	if code != 2 || err == nil || !strings.Contains(err.Error(), "index/mine.txt") {
 		t.Fatalf("exit %d, %v; want 2 naming index/mine.txt", code, err)
 	}
-	sameTree(t, treeOf(t, foreign), before)
+	sameTree(t, localstore.ReadTree(t, foreign), before)
 }
 
 // A --cache-dir inside DEST_DIR is refused however it is named: through
@@ -428,7 +391,7 @@ func TestRestoreRefusesCacheInDestBehindALink(t *testing.T) {
 func TestRestoreUsage(t *testing.T) {
 	dest := t.TempDir()
 	file := filepath.Join(dest, "f")
-	writeTree(t, dest, map[string][]byte{"f": nil})
+	localstore.WriteTree(t, dest, map[string][]byte{"f": nil})
 	for _, args := range [][]string{
 		{"--no-cache", "--cache-dir", dest, "file:///x", dest},
 		{"--part-size", "1KiB", "file:///x", dest},
@@ -473,7 +436,7 @@ func TestRestoreStopsAFailedFile(t *testing.T) {
 	}
 
 	const big = "index/_9.fdt"
-	writeTree(t, src, map[string][]byte{big: randomData(9, 4<<20)}) // 256 pieces
+	localstore.WriteTree(t, src, map[string][]byte{big: randomData(9, 4<<20)}) // 256 pieces
 	dest := t.TempDir()
 	gone := onMessage{"restoring", func() { os.Remove(filepath.Join(src, filepath.FromSlash(big))) }}
 	sum, code, err := runRestoreCtx(t, context.Background(), slog.New(gone), fileURL(src), dest, args...)
@@ -497,7 +460,7 @@ func TestRestoreStopsAFailedFile(t *testing.T) {
 func TestRestoreRefusesAnotherSourcesRestore(t *testing.T) {
 	srcA, _ := plainShard(t)
 	srcB := t.TempDir()
-	writeTree(t, srcB, map[string][]byte{
+	localstore.WriteTree(t, srcB, map[string][]byte{
 		"index/_0.si": lucenFile(t, "_0.si", 700, 9), // the same name, another file
 		"notes.txt":   []byte("shard B\n"),
 	})
@@ -505,15 +468,15 @@ func TestRestoreRefusesAnotherSourcesRestore(t *testing.T) {
 	if _, code, err := runRestore(t, fileURL(srcB), dest, "--no-cache"); code != 0 {
 		t.Fatalf("restore of B: exit %d: %v", code, err)
 	}
-	before := treeOf(t, dest)
+	before := localstore.ReadTree(t, dest)
 	_, code, err := runRestore(t, fileURL(srcA), dest, "--no-cache")
 	if code != 2 || err == nil || !strings.Contains(err.Error(), "holds a restore of "+fileURL(srcB)) {
 		t.Errorf("restore of A into B's restore: exit %d, %v; want 2 naming B", code, err)
 	}
-	sameTree(t, treeOf(t, dest), before)
+	sameTree(t, localstore.ReadTree(t, dest), before)
 
 	copied := t.TempDir() // B's files, copied without the mark
-	writeTree(t, copied, before)
+	localstore.WriteTree(t, copied, before)
 	for name := range before { // with their times, as a copy that keeps them
 		fi, err := os.Stat(filepath.Join(dest, filepath.FromSlash(name)))
 		if err != nil {
@@ -527,7 +490,7 @@ func TestRestoreRefusesAnotherSourcesRestore(t *testing.T) {
 	if code != 2 || err == nil || !strings.Contains(err.Error(), "no segfs restore wrote it") {
 		t.Errorf("restore of A into a copy of B's files: exit %d, %v; want 2, not a restore", code, err)
 	}
-	sameTree(t, treeOf(t, copied), before)
+	sameTree(t, localstore.ReadTree(t, copied), before)
 	// The way the error gives through: mark the copy as B's restore.
 	if err := unix.Setxattr(copied, restoreMark, []byte(fileURL(srcB)), 0); err != nil {
 		t.Fatal(err)

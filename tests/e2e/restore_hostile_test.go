@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/tests/faults"
+	"github.com/segfs/segfs/tests/localstore"
 )
 
 // segfs restore against a DEST_DIR that someone else can change while
@@ -198,7 +199,7 @@ func TestRestoreSymlinkSwap(t *testing.T) {
 			t.Logf("%d of the %d files of x/ after the swap failed", failed, len(names)-1)
 			// What was restored stays the source's; nothing landed in
 			// the moved directory under a final name but x/a.
-			for n, b := range finalNames(localTree(t, filepath.Join(dest, "x.old"))) {
+			for n, b := range finalNames(localstore.ReadTree(t, filepath.Join(dest, "x.old"))) {
 				if want := objs["x/"+n]; !bytes.Equal(b, want) {
 					t.Errorf("x.old/%s: %d bytes, not the source's", n, len(b))
 				}
@@ -240,7 +241,7 @@ func TestRestoreFullDisk(t *testing.T) {
 		t.Errorf("big does not fail naming what it needs:\n%s", r.out)
 	}
 	want := map[string][]byte{"small-1": objs["small-1"], "small-2": objs["small-2"]}
-	sameFiles(t, localTree(t, dest), want) // and no temporary file
+	sameFiles(t, localstore.ReadTree(t, dest), want) // and no temporary file
 	if r.getBytes > int64(len(want["small-1"])+len(want["small-2"])) {
 		t.Errorf("GETs received %d bytes; the files that fit hold %d", r.getBytes, 600<<10)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/faults"
 	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/localstore"
 	"github.com/segfs/segfs/tests/osremote"
 )
 
@@ -101,30 +101,6 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// localTree returns every entry below dir: regular files by
-// '/'-separated name with their bytes; anything else fails the test.
-func localTree(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if !d.Type().IsRegular() {
-			t.Errorf("%s is not a regular file", rel)
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		out[filepath.ToSlash(rel)] = b
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // sameFiles fails the test unless got holds exactly want, byte-exact.
 func sameFiles(t *testing.T, got, want map[string][]byte) {
 	t.Helper()
@@ -170,7 +146,7 @@ func TestRestorePlain(t *testing.T) {
 	dest := filepath.Join(t.TempDir(), "restored")
 	args := []string{"--part-size", "1MiB", "--cache-dir", filepath.Join(t.TempDir(), "cache")}
 	r := mustRestore(t, srv, "s3://"+bucket+"/idx", dest, args...)
-	sameFiles(t, localTree(t, dest), shared.local)
+	sameFiles(t, localstore.ReadTree(t, dest), shared.local)
 	if total := shared.shard.TotalSize(); r.getBytes < total {
 		t.Errorf("the restore's GETs received %d bytes; the shard has %d", r.getBytes, total)
 	}
@@ -178,7 +154,7 @@ func TestRestorePlain(t *testing.T) {
 	if r.gets != 0 || !strings.Contains(r.out, fmt.Sprintf("%d already present and verified", len(shared.local))) {
 		t.Errorf("second run, --verify deep: %d GETs; want 0 and every file present:\n%s", r.gets, r.out)
 	}
-	sameFiles(t, localTree(t, dest), shared.local)
+	sameFiles(t, localstore.ReadTree(t, dest), shared.local)
 }
 
 // Seekable zstd objects (segfs push) restore as their logical files,
@@ -202,7 +178,7 @@ func TestRestoreCompressed(t *testing.T) {
 	}
 	dest := t.TempDir()
 	r := mustRestore(t, srv, "s3://"+bucket+"/p", dest, "--part-size", "256KiB", "--no-cache", "--max-fetches", "4")
-	sameFiles(t, localTree(t, dest), files)
+	sameFiles(t, localstore.ReadTree(t, dest), files)
 	// The seek tables are read at listing (their objects' tails), and a
 	// frame across a part border reads both parts: allow an eighth.
 	if r.getBytes > stored+stored/8 {
@@ -244,14 +220,14 @@ func TestRestoreOpenSearch(t *testing.T) {
 	// store now holds it.
 	plain := t.TempDir()
 	mustRestore(t, srv, s.source(), plain, cached("c2")...)
-	sameFiles(t, localTree(t, plain), changed)
+	sameFiles(t, localstore.ReadTree(t, plain), changed)
 
 	deep := t.TempDir()
 	r := runRestoreCmd(t, srv, "", s.source(), deep, cached("c3", "--verify", "deep")...)
 	if r.code != 1 || !strings.Contains(r.out, "restore: _1.fdt: ") || !strings.Contains(r.out, "checksum") {
 		t.Fatalf("--verify deep of a changed blob: exit %d, want 1 and a line naming _1.fdt's checksum:\n%s", r.code, r.out)
 	}
-	got := localTree(t, deep)
+	got := localstore.ReadTree(t, deep)
 	if _, ok := got["_1.fdt"]; ok {
 		t.Errorf("_1.fdt is under its name after failing the deep check")
 	}
@@ -357,7 +333,7 @@ func TestRestoreInterrupted(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 130 || !strings.Contains(out.String(), "interrupted") {
 		t.Fatalf("exit %v after SIGINT, want status 130 and a word of the interrupt:\n%s", err, out.String())
 	}
-	got := finalNames(localTree(t, dest))
+	got := finalNames(localstore.ReadTree(t, dest))
 	for name, b := range got {
 		if !bytes.Equal(b, shared.local[name]) {
 			t.Errorf("%s is under its final name, %d bytes, but not the source's %d bytes", name, len(b), len(shared.local[name]))
@@ -378,7 +354,7 @@ func TestRestoreInterrupted(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("the second run: exit %d:\n%s", r.code, r.out)
 	}
-	sameFiles(t, finalNames(localTree(t, dest)), shared.local)
+	sameFiles(t, finalNames(localstore.ReadTree(t, dest)), shared.local)
 	if r.getBytes > missingSize {
 		t.Errorf("the second run's GETs received %d bytes; the missing files hold %d", r.getBytes, missingSize)
 	}
@@ -413,7 +389,7 @@ func TestRestoreFailingObject(t *testing.T) {
 	if st := proxy.Stats(); st.Fired["broken"] == 0 {
 		t.Errorf("the proxy failed no GET of %s", victim)
 	}
-	got := localTree(t, dest)
+	got := localstore.ReadTree(t, dest)
 	if _, ok := got[victim]; ok {
 		t.Errorf("%s is under its name though its fetch failed", victim)
 	}
@@ -428,7 +404,7 @@ func TestRestoreFailingObject(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("after the remote recovers: exit %d:\n%s", r.code, r.out)
 	}
-	sameFiles(t, localTree(t, dest), shared.local)
+	sameFiles(t, localstore.ReadTree(t, dest), shared.local)
 	if size := int64(len(shared.local[victim])); r.getBytes > size {
 		t.Errorf("the second run's GETs received %d bytes; the missing file has %d", r.getBytes, size)
 	}
@@ -466,7 +442,7 @@ func TestRestoreRefusesForeignDest(t *testing.T) {
 	name := shared.shard.Files[0].Name
 	writeTestFile(t, filepath.Join(dest, name), "an older copy")
 	writeTestFile(t, filepath.Join(dest, "notes", "mine.txt"), "not the source's")
-	before := localTree(t, dest)
+	before := localstore.ReadTree(t, dest)
 	stamp := func() time.Time {
 		fi, err := os.Stat(filepath.Join(dest, name))
 		if err != nil {
@@ -479,7 +455,7 @@ func TestRestoreRefusesForeignDest(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.out, "notes/") {
 		t.Errorf("exit %d, want 2 naming notes/:\n%s", r.code, r.out)
 	}
-	sameFiles(t, localTree(t, dest), before)
+	sameFiles(t, localstore.ReadTree(t, dest), before)
 	if !stamp().Equal(mtime) {
 		t.Errorf("%s was touched", name)
 	}

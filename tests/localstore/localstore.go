@@ -6,6 +6,7 @@ package localstore
 import (
 	"bytes"
 	"context"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -58,4 +59,44 @@ func Seekable(t testing.TB, data []byte) []byte {
 		t.Fatal(err)
 	}
 	return out.Bytes()
+}
+
+// WriteTree writes files (by '/'-separated name) below dir, making the
+// directories on the way.
+func WriteTree(t testing.TB, dir string, files map[string][]byte) {
+	t.Helper()
+	for name, data := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ReadTree returns the regular files below dir by '/'-separated name
+// with their bytes; an entry that is neither such a file nor a directory
+// fails the test.
+func ReadTree(t testing.TB, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if !d.Type().IsRegular() {
+			t.Errorf("%s is not a regular file", rel)
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		out[filepath.ToSlash(rel)] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
