@@ -160,19 +160,25 @@ func TestMetricsListenerLimits(t *testing.T) {
 	stats := func() map[string]int64 { return map[string]int64{"gets": 7} }
 	log := slog.New(slog.DiscardHandler)
 	const conns, clients = 4, 12
-
-	t.Run("cap", func(t *testing.T) {
+	// idleClients serves stats with a cap of conns and idle, and dials
+	// clients idle clients to it, each having sent one request.
+	idleClients := func(t *testing.T, idle time.Duration) []*idleClient {
 		lim := metricsLimits()
-		lim.MaxConns, lim.IdleTimeout = conns, time.Minute // nothing times out here
+		lim.MaxConns, lim.IdleTimeout = conns, idle
 		m, err := serveMetrics(metricsConfig{Addr: "127.0.0.1:0", Limits: lim}, stats, nil, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer m.Close()
+		t.Cleanup(m.Close)
 		var cs []*idleClient
 		for range clients {
 			cs = append(cs, dialIdle(t, "tcp", m.metricsAddr, statsRequest))
 		}
+		return cs
+	}
+
+	t.Run("cap", func(t *testing.T) {
+		cs := idleClients(t, time.Minute) // nothing times out here
 		deadline := time.Now().Add(10 * time.Second)
 		answered, _ := pollAll(cs, 50*time.Millisecond)
 		for answered < conns && time.Now().Before(deadline) {
@@ -202,17 +208,7 @@ func TestMetricsListenerLimits(t *testing.T) {
 	})
 
 	t.Run("idle timeout", func(t *testing.T) {
-		lim := metricsLimits()
-		lim.MaxConns, lim.IdleTimeout = conns, 200*time.Millisecond
-		m, err := serveMetrics(metricsConfig{Addr: "127.0.0.1:0", Limits: lim}, stats, nil, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		var cs []*idleClient
-		for range clients {
-			cs = append(cs, dialIdle(t, "tcp", m.metricsAddr, statsRequest))
-		}
+		cs := idleClients(t, 200*time.Millisecond)
 		deadline := time.Now().Add(20 * time.Second)
 		answered, closed := pollAll(cs, 50*time.Millisecond)
 		for closed < clients && time.Now().Before(deadline) {
