@@ -189,7 +189,7 @@ func startTestControl(t *testing.T, lim listenLimits, files int, rate int64) (co
 	root := segfs.NewRoot(entries, rd, segfs.DefaultAttr(), log)
 	f := controlFlags{ControlDir: filepath.Join(t.TempDir(), "ctl")}
 	mnt := t.TempDir()
-	c, err := startControl(f, mnt, lim, store, rd, root, sched, pc, log)
+	c, err := startControl(f, mnt, lim, &engine{store: store, disk: pc, sched: sched, rd: rd}, root, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 
+	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/reader"
 )
@@ -11,6 +14,21 @@ import (
 // and the memory cache and the frame memory are counted apart: both are
 // spent.
 func TestMemoryBoundTerms(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "off") // the test process keeps its own memory limit
+	store, err := fetcher.Open(context.Background(), fileURL(t.TempDir()), fetcher.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// memoryBoundOf is the bound of the engine a mount of c builds.
+	memoryBoundOf := func(c *mountCmd, keys int) memoryBound {
+		c.CacheDir = t.TempDir()
+		e, err := newEngine(c.engineConfig(store, keys), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		return e.bound
+	}
 	base := defaultMountCmd(t)
 	b := memoryBoundOf(&base, 0)
 	if got, want := b.Parts, int64(3*16+reader.DefaultWriters+1)*8<<20; got != want {

@@ -13,11 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segfs/segfs/cache"
-	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
-	"github.com/segfs/segfs/prefetch"
-	"github.com/segfs/segfs/reader"
 	"github.com/segfs/segfs/stats"
 )
 
@@ -36,17 +32,18 @@ type metricsServer struct {
 	wg          sync.WaitGroup
 }
 
-// startMetrics serves the mount's counters on addr and its profiles on
-// pprofAddr; either may be "" (not served).
-func startMetrics(addr, pprofAddr string, store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache, log *slog.Logger) (*metricsServer, error) {
+// startMetrics serves the counters of eng and root (nil for a command
+// without a tree) on addr and its profiles on pprofAddr; either may be
+// "" (not served).
+func startMetrics(addr, pprofAddr string, eng *engine, root *segfs.Root, log *slog.Logger) (*metricsServer, error) {
 	prom := promHandler(promSources{
-		counters:    func() []any { return counterStructs(store, rd, root, sched, pc) },
-		histograms:  []any{store.Counters(), rd.Stats(), sched.Histograms()},
-		passthrough: rd.Passthrough,
+		counters:    func() []any { return counterStructs(eng, root) },
+		histograms:  []any{eng.store.Counters(), eng.rd.Stats(), eng.sched.Histograms()},
+		passthrough: eng.rd.Passthrough,
 	})
 	cfg := metricsConfig{Addr: addr, PprofAddr: pprofAddr, Limits: metricsLimits(), PprofLimits: pprofLimits()}
 	return serveMetrics(cfg, func() map[string]int64 {
-		return statsSnapshot(store, rd, root, sched, pc)
+		return statsSnapshot(eng, root)
 	}, prom, log)
 }
 
@@ -136,12 +133,12 @@ func (m *metricsServer) Close() {
 
 // statsSnapshot collects every package's counters (each declared once,
 // with its /stats name in a tag; package stats) and the process's.
-func statsSnapshot(store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache) map[string]int64 {
+func statsSnapshot(eng *engine, root *segfs.Root) map[string]int64 {
 	m := make(map[string]int64, 96)
-	for _, v := range counterStructs(store, rd, root, sched, pc) {
+	for _, v := range counterStructs(eng, root) {
 		stats.Collect(m, v)
 	}
-	m["passthrough"] = b2i(rd.Passthrough())
+	m["passthrough"] = b2i(eng.rd.Passthrough())
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m["goroutines"] = int64(runtime.NumGoroutine())
@@ -151,16 +148,16 @@ func statsSnapshot(store fetcher.Store, rd *reader.Reader, root *segfs.Root, sch
 }
 
 // counterStructs are the structs of counters of every package, as
-// /stats and /metrics read them.
-// root and pc may be nil (segfs restore has no tree, and maybe no
-// cache): their counters are then left out.
-func counterStructs(store fetcher.Store, rd *reader.Reader, root *segfs.Root, sched *prefetch.Scheduler, pc *cache.Cache) []any {
-	out := []any{store.Counters(), rd.Stats(), sched.Stats()}
+// /stats and /metrics read them. root and the engine's cache may be nil
+// (segfs restore has no tree, and maybe no cache): their counters are
+// then left out.
+func counterStructs(eng *engine, root *segfs.Root) []any {
+	out := []any{eng.store.Counters(), eng.rd.Stats(), eng.sched.Stats()}
 	if root != nil {
 		out = append(out, root.Stats())
 	}
-	if pc != nil {
-		out = append(out, pc.Stats())
+	if eng.disk != nil {
+		out = append(out, eng.disk.Stats())
 	}
 	return out
 }

@@ -162,42 +162,19 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	store := src.store
 
-	pc, err := openCache(c.cacheFlags, fetcher.CacheSource(store), log)
+	eng, err := newEngine(c.engineConfig(store, src.keys), log)
 	if err != nil {
 		return err
 	}
-	defer pc.Close()
-	setMemoryLimit(memoryBoundOf(c, src.keys), log)
+	defer eng.Close()
+	pc, rd := eng.disk, eng.rd
 	checkFileLimit(fileNeedOf(c), log)
-
-	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved(), BackgroundRate: int64(c.BackgroundBandwidth)})
-	defer sched.Close()
-	rd, err := reader.New(store, pc, sched, reader.Config{
-		Source:          fetcher.CacheSource(store),
-		PartSize:        int64(c.PartSize),
-		MemoryLimit:     int64(c.MemoryCache),
-		Prefetch:        prefetch.Mode(c.Prefetch),
-		Passthrough:     c.Passthrough,
-		DropAfterRead:   c.DropAfterRead,
-		SplitSize:       int64(c.SplitSize),
-		SegmentPrefetch: c.SegmentPrefetch,
-		Frames: reader.FrameConfig{
-			CacheBytes:   int64(c.FrameCache),
-			DecodeBytes:  int64(c.DecodeMemory),
-			MaxFrameSize: int64(c.MaxFrameSize),
-		},
-		Logger: log,
-	})
-	if err != nil {
-		return err
-	}
-	defer rd.Close()
 
 	root := segfs.NewRoot(src.entries, rd, c.attr(), log)
 
 	var metrics *metricsServer
 	if c.MetricsAddr != "" || c.PprofAddr != "" {
-		metrics, err = startMetrics(c.MetricsAddr, c.PprofAddr, store, rd, root, sched, pc, log)
+		metrics, err = startMetrics(c.MetricsAddr, c.PprofAddr, eng, root, log)
 		if err != nil {
 			return err
 		}
@@ -231,7 +208,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		root.Seen() // the mount is the shard's index directory: its open first
 	}
 	rd.Serve(root.Entries())
-	control, err := startControl(c.controlFlags, c.Mountpoint, controlLimits(), store, rd, root, sched, pc, log)
+	control, err := startControl(c.controlFlags, c.Mountpoint, controlLimits(), eng, root, log)
 	if err != nil {
 		// status and warm cannot reach this mount; it serves all the same.
 		log.Warn("no control socket: segfs status and segfs warm cannot reach this mount", "err", err)
@@ -430,4 +407,30 @@ func clearDeadMount(dir string, log *slog.Logger) error {
 		log.Debug("abort failed; detaching anyway", "err", err)
 	}
 	return detach(dir)
+}
+
+// engineConfig is the engine a mount of store, with keys listed keys,
+// reads through.
+func (c *mountCmd) engineConfig(store fetcher.Store, keys int) engineConfig {
+	return engineConfig{
+		store: store,
+		cache: &c.cacheFlags,
+		sched: prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved(), BackgroundRate: int64(c.BackgroundBandwidth)},
+		reader: reader.Config{
+			PartSize:        int64(c.PartSize),
+			MemoryLimit:     int64(c.MemoryCache),
+			Prefetch:        prefetch.Mode(c.Prefetch),
+			Passthrough:     c.Passthrough,
+			DropAfterRead:   c.DropAfterRead,
+			SplitSize:       int64(c.SplitSize),
+			SegmentPrefetch: c.SegmentPrefetch,
+			Frames: reader.FrameConfig{
+				CacheBytes:   int64(c.FrameCache),
+				DecodeBytes:  int64(c.DecodeMemory),
+				MaxFrameSize: int64(c.MaxFrameSize),
+			},
+		},
+		keys:      keys,
+		listeners: c.listeners(),
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/lucene"
@@ -115,13 +114,7 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	if err != nil {
 		return nil, err
 	}
-	checksums := map[string]uint64{}
-	if src.shard != nil {
-		for _, f := range src.shard.Metadata.Files {
-			checksums[f.Name] = f.Checksum
-		}
-	}
-	files := restore.Plan(segfs.Shown(src.entries, log), checksums)
+	files := restore.Plan(segfs.Shown(src.entries, log), src.checksums())
 
 	minFree, minFreeFraction, err := parseMinFree(c.CacheMinFree)
 	if err != nil {
@@ -149,42 +142,45 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 		return nil, err
 	}
 
-	setMemoryLimit(restoreMemoryBound(c, src.keys), log)
-	var pc reader.Cache = restore.DiscardCache{}
-	var dc *cache.Cache // nil with --no-cache
-	cacheDir := "none (--no-cache)"
-	if !c.NoCache {
-		if dc, err = openCache(c.cacheFlags, fetcher.CacheSource(src.store), log); err != nil {
-			return nil, err
-		}
-		defer dc.Close()
-		pc, cacheDir = dc, dc.Dir()
+	ecfg := engineConfig{
+		store: src.store,
+		sched: prefetch.Config{Workers: c.MaxFetches},
+		reader: reader.Config{
+			PartSize: int64(c.PartSize),
+			// The smallest bound: no part fits, so a part the disk cache
+			// refuses is dropped, not kept in memory (0 means the
+			// default). A restore reads each part once.
+			MemoryLimit: 1,
+			Prefetch:    prefetch.None,
+			// The pieces already keep the pool busy: a part is one GET.
+			SplitSize: 0,
+			// A frame is decoded for the piece that reads it; none is
+			// kept for later reads.
+			Frames: reader.FrameConfig{CacheBytes: 0},
+		},
+		keys: src.keys,
+		// restore's own buffer of a part per worker, and the checks of
+		// an earlier run's files.
+		own: int64(restoreWorkers(c.MaxFetches))*int64(c.PartSize) + restore.PresentCheckers*lucene.CheckChunk,
 	}
-	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches})
-	defer sched.Close()
-	rd, err := reader.New(src.store, pc, sched, reader.Config{
-		Source:   fetcher.CacheSource(src.store),
-		PartSize: int64(c.PartSize),
-		// The smallest bound: no part fits, so a part the disk cache
-		// refuses is dropped, not kept in memory (0 means the default).
-		// A restore reads each part once.
-		MemoryLimit: 1,
-		Prefetch:    prefetch.None,
-		// The pieces already keep the pool busy: a part is one GET.
-		SplitSize: 0,
-		// A frame is decoded for the piece that reads it; none is kept
-		// for later reads.
-		Frames: reader.FrameConfig{CacheBytes: 0},
-		Logger: log,
-	})
+	if !c.NoCache {
+		ecfg.cache = &c.cacheFlags
+	}
+	if c.MetricsAddr != "" {
+		ecfg.listeners = []listenLimits{metricsLimits()}
+	}
+	eng, err := newEngine(ecfg, log)
 	if err != nil {
 		return nil, err
 	}
-	// Closed before the scheduler and the cache (deferred above): the
-	// parts handed to its writers are stored first.
-	defer rd.Close()
+	defer eng.Close()
+	dc, rd := eng.disk, eng.rd
+	cacheDir := "none (--no-cache)"
+	if dc != nil {
+		cacheDir = dc.Dir()
+	}
 	if c.MetricsAddr != "" {
-		m, err := startMetrics(c.MetricsAddr, "", src.store, rd, nil, sched, dc, log)
+		m, err := startMetrics(c.MetricsAddr, "", eng, nil, log)
 		if err != nil {
 			return nil, err
 		}
@@ -222,30 +218,3 @@ func (c *restoreCmd) identity(src *source) string {
 // that while some write a part they received the pool has the next
 // parts to fetch, and no connection waits on the disk.
 func restoreWorkers(fetches int) int { return fetches + max(2, fetches/4) }
-
-// restoreMemoryBound is what bounds a restore's memory, by the same
-// terms as a mount's (memoryBoundOf): the engine's part buffers as a
-// mount's, and restore's own buffer of a part per worker; cold small
-// reads' GETs; no memory tier (restore's is bounded to nothing) and no
-// range tier (no segment prefetch); seekable zstd decodes, with no frame
-// kept; the listing; the part cache's index, if any; the checks of
-// an earlier run's files; and --metrics-addr's connections, if served.
-func restoreMemoryBound(c *restoreCmd, keys int) memoryBound {
-	ps, w := int64(c.PartSize), int64(c.MaxFetches)
-	b := memoryBound{
-		// The engine's 3w+writers+1 and restore's own buffer per
-		// worker (restoreWorkers).
-		Parts:  (3*w+int64(restoreWorkers(c.MaxFetches))+reader.DefaultWriters+1)*ps + restore.PresentCheckers*lucene.CheckChunk,
-		Ranges: w * (ps / 8),
-		Frames: reader.DefaultDecodeMemory,
-		Tree:   int64(keys) * segfs.TreeBytesPerKey,
-		Base:   baseBytes,
-	}
-	if !c.NoCache {
-		b.Index = (int64(c.CacheSize)/ps + int64(keys)) * indexBytesPerPart
-	}
-	if c.MetricsAddr != "" {
-		b.Listeners = metricsLimits().memory()
-	}
-	return b
-}

@@ -162,3 +162,15 @@ func (f storeFlags) config(idle time.Duration, maxConns int, log *slog.Logger) f
 		Logger:      log,
 	}
 }
+
+// checksums are the footer checksums the layout's metadata records for
+// its files, by name; none for a plain source.
+func (s *source) checksums() map[string]uint64 {
+	m := map[string]uint64{}
+	if s.shard != nil {
+		for _, f := range s.shard.Metadata.Files {
+			m[f.Name] = f.Checksum
+		}
+	}
+	return m
+}

@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/term"
 
-	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/lucene"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
@@ -120,11 +119,8 @@ func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyF
 		return nil, nil, nil, err
 	}
 	var known []verifyResult
-	expected := map[string]uint64{}
+	expected := src.checksums()
 	if src.shard != nil {
-		for _, f := range src.shard.Metadata.Files {
-			expected[f.Name] = f.Checksum
-		}
 		for _, p := range src.shard.Problems {
 			r := verifyResult{Name: p.File.Name, Size: p.File.Length, Expected: lucene.FormatChecksum(p.File.Checksum), Status: statusDamaged, Problem: p.Detail}
 			if p.Missing {
@@ -133,24 +129,18 @@ func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyF
 			known = append(known, r)
 		}
 	}
-	pc, err := openCache(c.cacheFlags, fetcher.CacheSource(src.store), log)
+	eng, err := newEngine(engineConfig{
+		store:  src.store,
+		cache:  &c.cacheFlags,
+		sched:  prefetch.Config{Workers: c.MaxFetches},
+		reader: reader.Config{Prefetch: prefetch.None},
+		keys:   src.keys,
+		own:    int64(c.checkers()) * lucene.CheckChunk, // a --deep check's buffer per file checked at once
+	}, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sched := prefetch.New(prefetch.Config{Workers: c.MaxFetches})
-	rd, err := reader.New(src.store, pc, sched, reader.Config{
-		Source: fetcher.CacheSource(src.store), Prefetch: prefetch.None, Logger: log,
-	})
-	if err != nil {
-		sched.Close()
-		pc.Close()
-		return nil, nil, nil, err
-	}
-	closeFn := func() {
-		rd.Close()
-		sched.Close()
-		pc.Close()
-	}
+	rd, closeFn := eng.rd, eng.Close
 	files := make([]verifyFile, 0, len(src.entries))
 	for _, e := range src.entries {
 		vf := verifyFile{name: e.Name, size: e.Size()}
@@ -237,7 +227,7 @@ func (c *verifyCmd) check(ctx context.Context, files []verifyFile) ([]verifyResu
 	}
 	done := 0
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(min(4, max(1, c.MaxFetches/4)))
+	g.SetLimit(c.checkers())
 	for i, f := range files {
 		g.Go(func() error {
 			results[i] = c.checkFile(gctx, f, func(n int) {
@@ -300,6 +290,11 @@ func (c *verifyCmd) checkFile(ctx context.Context, f verifyFile, progress func(i
 	}
 	return r
 }
+
+// checkers is how many files are checked at once: a quarter of the
+// fetch pool, at most 4 (each --deep check reads through the pool in
+// CheckChunk reads, one at a time).
+func (c *verifyCmd) checkers() int { return min(4, max(1, c.MaxFetches/4)) }
 
 // report prints the results to w and returns how many are damaged or
 // missing.

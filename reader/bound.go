@@ -1,0 +1,37 @@
+package reader
+
+// Bound is what a Reader may hold in memory, term by term, as its
+// configuration (defaults applied) and its scheduler's workers set it.
+// The command adds what the engine does not hold (the tree, the disk
+// cache's index, its own buffers) to state the process's bound.
+type Bound struct {
+	// Parts: each worker holds one part buffer while it fetches; as
+	// many again wait, free, for reuse; Writers more are being written
+	// to the disk; and the streams of sequential readers hold at most
+	// MaxReadahead+1 together with the fetches receiving (one per
+	// worker), with one buffer to spare.
+	Parts int64
+	// Ranges: the buffers of cold small reads' own-range GETs, one per
+	// worker; with SegmentPrefetch also the range tier's blocks, in
+	// memory (RangeMemory) and in flight (three per worker).
+	Ranges int64
+	// Memory: the memory tier, the parts the disk cache refused.
+	Memory int64
+	// Frames: decoded seekable zstd frames kept, and being decoded.
+	Frames int64
+}
+
+// MemoryBound returns r's bound.
+func (r *Reader) MemoryBound() Bound {
+	ps, w := r.cfg.PartSize, int64(r.sched.Workers())
+	b := Bound{
+		Parts:  (3*w + int64(r.cfg.Writers) + 1) * ps,
+		Ranges: w * r.cfg.SmallRead,
+		Memory: r.cfg.MemoryLimit,
+		Frames: r.cfg.Frames.CacheBytes + r.cfg.Frames.DecodeBytes,
+	}
+	if r.cfg.SegmentPrefetch {
+		b.Ranges += 3*w*RangeBlock + RangeMemory
+	}
+	return b
+}
