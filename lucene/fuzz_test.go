@@ -15,10 +15,8 @@ func FuzzParseHeaderFooter(f *testing.F) {
 	f.Add(AppendHeader(nil, "segment_md", 3))
 	f.Add(AppendFooter(AppendHeader(nil, "segment_md", 3)))
 	f.Add(AppendFooter(AppendIndexHeader(nil, "Lucene90CompoundData", 0, testID, "")))
-	f.Add(GenerateSegmentsN(5, []string{"_0", "_1"}, 1))
-	if b, err := GenerateFile("_0_Lucene912_0.doc", 200, 1); err == nil {
-		f.Add(b)
-	}
+	// A whole file: an IndexHeader with a suffix, a body, a footer.
+	f.Add(AppendFooter(append(AppendIndexHeader(nil, "Lucene912PostingsWriterDoc", 0, testID, "Lucene912_0"), bytes.Repeat([]byte{7, 0x80}, 80)...)))
 	f.Add(footer(FooterMagic, 1, 1<<40))
 	f.Add([]byte{0x3f, 0xd7, 0x6c, 0x17, 0xff, 0xff, 0xff, 0xff, 0x07})
 

@@ -24,6 +24,7 @@ import (
 	"github.com/segfs/segfs/restore"
 	"github.com/segfs/segfs/tests/leakcheck"
 	"github.com/segfs/segfs/tests/localstore"
+	"github.com/segfs/segfs/tests/lucenegen"
 	"github.com/segfs/segfs/tests/osremote"
 )
 
@@ -91,7 +92,7 @@ func sameTree(t *testing.T, got, want map[string][]byte) {
 
 func lucenFile(t *testing.T, name string, size int64, seed uint64) []byte {
 	t.Helper()
-	b, err := lucene.GenerateFile(name, size, seed)
+	b, err := lucenegen.GenerateFile(name, size, seed)
 	if err != nil {
 		t.Fatal(err)
 	}

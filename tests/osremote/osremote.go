@@ -20,6 +20,7 @@ import (
 
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/lucene"
+	"github.com/segfs/segfs/tests/lucenegen"
 )
 
 // Put stores data under key (relative to the repository's root: the
@@ -127,7 +128,7 @@ func (r *Remote) Upload(files map[string][]byte, term, gen int64) (*Refresh, err
 				segs = append(segs, strings.TrimSuffix(n, ".si"))
 			}
 		}
-		md.SegmentInfos = lucene.GenerateSegmentsN(gen, segs, r.o.Seed+uint64(gen)*7919+1)
+		md.SegmentInfos = lucenegen.GenerateSegmentsN(gen, segs, r.o.Seed+uint64(gen)*7919+1)
 		md.Generation, md.PrimaryTerm = gen, term
 		ref.SegmentInfos = md.SegmentInfos
 	}
@@ -212,14 +213,14 @@ func ShardFiles(segments []string, gen int64, scale int64, seed uint64) (map[str
 		for ext, size := range sizes {
 			i++
 			name := seg + ext
-			size = max(size, lucene.GeneratedMinSize(name))
-			data, err := lucene.GenerateFile(name, size, seed*1000+i+uint64(len(seg))*31)
+			size = max(size, lucenegen.GeneratedMinSize(name))
+			data, err := lucenegen.GenerateFile(name, size, seed*1000+i+uint64(len(seg))*31)
 			if err != nil {
 				return nil, err
 			}
 			files[name] = data
 		}
 	}
-	files[layout.SegmentsFileName(gen)] = lucene.GenerateSegmentsN(gen, segments, seed)
+	files[layout.SegmentsFileName(gen)] = lucenegen.GenerateSegmentsN(gen, segments, seed)
 	return files, nil
 }

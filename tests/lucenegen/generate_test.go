@@ -1,10 +1,12 @@
-package lucene
+package lucenegen
 
 import (
 	"bytes"
 	"errors"
 	"strconv"
 	"testing"
+
+	"github.com/segfs/segfs/lucene"
 )
 
 func TestGenerateFile(t *testing.T) {
@@ -24,7 +26,7 @@ func TestGenerateFile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			least := GeneratedMinSize(tt.name)
-			if want := int64(IndexHeaderLength(tt.codec, tt.suffix) + FooterLength); least != want {
+			if want := int64(lucene.IndexHeaderLength(tt.codec, tt.suffix) + lucene.FooterLength); least != want {
 				t.Fatalf("GeneratedMinSize = %d, want %d", least, want)
 			}
 			for _, size := range []int64{least, least + 1, least + 7, least + 8, 1000, 100<<10 + 3} {
@@ -35,14 +37,14 @@ func TestGenerateFile(t *testing.T) {
 				if int64(len(b)) != size {
 					t.Fatalf("size %d: got %d bytes", size, len(b))
 				}
-				h, err := ParseIndexHeader(b)
+				h, err := lucene.ParseIndexHeader(b)
 				if err != nil {
 					t.Fatalf("size %d: %v", size, err)
 				}
-				if h.Codec != tt.codec || h.Suffix != tt.suffix || len(h.ID) != IDLength {
+				if h.Codec != tt.codec || h.Suffix != tt.suffix || len(h.ID) != lucene.IDLength {
 					t.Fatalf("size %d: header %+v, want codec %q suffix %q", size, h, tt.codec, tt.suffix)
 				}
-				if _, err := CheckFile(b); err != nil {
+				if _, err := lucene.CheckFile(b); err != nil {
 					t.Fatalf("size %d: %v", size, err)
 				}
 			}
@@ -61,7 +63,7 @@ func TestGenerateFileDeterministic(t *testing.T) {
 	}
 	// A longer file starts with the same body bytes: size only cuts.
 	long, _ := GenerateFile("_0.fdt", 9000, 7)
-	if n := len(a) - FooterLength; !bytes.Equal(a[:n], long[:n]) {
+	if n := len(a) - lucene.FooterLength; !bytes.Equal(a[:n], long[:n]) {
 		t.Fatal("the body depends on the size")
 	}
 	other, _ := GenerateFile("_0.fdt", 5000, 8)
@@ -71,8 +73,8 @@ func TestGenerateFileDeterministic(t *testing.T) {
 	// One seed, one id, as the files of one segment share theirs; bodies
 	// differ by name.
 	tim, _ := GenerateFile("_0.tim", 5000, 7)
-	ha, _ := ParseIndexHeader(a)
-	ht, _ := ParseIndexHeader(tim)
+	ha, _ := lucene.ParseIndexHeader(a)
+	ht, _ := lucene.ParseIndexHeader(tim)
 	if !bytes.Equal(ha.ID, ht.ID) {
 		t.Fatalf("ids %x and %x differ for one seed", ha.ID, ht.ID)
 	}
@@ -86,14 +88,14 @@ type failWriter struct{ err error }
 func (w failWriter) Write(p []byte) (int, error) { return 0, w.err }
 
 func TestWriteGeneratedFile(t *testing.T) {
-	// Streaming gives GenerateFile's bytes, and a Checker accepts them.
+	// Streaming gives GenerateFile's bytes, and a lucene.Checker accepts them.
 	const size = 300<<10 + 5
 	want, err := GenerateFile("_1.vec", size, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	c := NewChecker(size)
+	c := lucene.NewChecker(size)
 	if err := WriteGeneratedFile(&buf, "_1.vec", size, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +106,7 @@ func TestWriteGeneratedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f, err := c.Check(); err != nil || f.Checksum != mustFooter(t, want).Checksum {
-		t.Fatalf("Checker = %+v, %v", f, err)
+		t.Fatalf("lucene.Checker = %+v, %v", f, err)
 	}
 	boom := errors.New("boom")
 	if err := WriteGeneratedFile(failWriter{boom}, "_1.vec", size, 3); !errors.Is(err, boom) {
@@ -112,9 +114,9 @@ func TestWriteGeneratedFile(t *testing.T) {
 	}
 }
 
-func mustFooter(t *testing.T, b []byte) Footer {
+func mustFooter(t *testing.T, b []byte) lucene.Footer {
 	t.Helper()
-	f, err := CheckFile(b)
+	f, err := lucene.CheckFile(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,10 +134,10 @@ func TestGenerateSegmentsN(t *testing.T) {
 		{1 << 40, []string{"_zz"}},
 	} {
 		b := GenerateSegmentsN(tt.gen, tt.names, 9)
-		if _, err := CheckFile(b); err != nil {
+		if _, err := lucene.CheckFile(b); err != nil {
 			t.Fatalf("gen %d: %v", tt.gen, err)
 		}
-		h, err := ParseIndexHeader(b)
+		h, err := lucene.ParseIndexHeader(b)
 		if err != nil {
 			t.Fatalf("gen %d: %v", tt.gen, err)
 		}
@@ -143,7 +145,7 @@ func TestGenerateSegmentsN(t *testing.T) {
 			t.Fatalf("gen %d: header %+v", tt.gen, h)
 		}
 		// The body lists the names.
-		in := NewInput(b[h.Len : len(b)-FooterLength])
+		in := lucene.NewInput(b[h.Len : len(b)-lucene.FooterLength])
 		n, err := in.VInt()
 		if err != nil || int(n) != len(tt.names) {
 			t.Fatalf("gen %d: count %d, %v; want %d", tt.gen, n, err, len(tt.names))

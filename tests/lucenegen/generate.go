@@ -1,8 +1,7 @@
-package lucene
-
-// Generators of Lucene-like files, for segfs's tests and its demo. Their
-// output has the shape segfs checks (an IndexHeader and a valid footer)
-// around pseudo-random bytes; Lucene itself could not read it.
+// Package lucenegen generates Lucene-like files for segfs's tests:
+// their output has the shape segfs checks (an IndexHeader and a valid
+// footer) around pseudo-random bytes; Lucene itself could not read it.
+package lucenegen
 
 import (
 	"bufio"
@@ -16,6 +15,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/segfs/segfs/lucene"
 )
 
 // generatedCodecs gives each extension a plausible codec name and version
@@ -67,7 +68,7 @@ func generatedHeader(name string) (codec string, version uint32, suffix string) 
 	}
 	stem := strings.TrimSuffix(base, ext)
 	if rest, ok := strings.CutPrefix(stem, "_"); ok {
-		if _, s, ok := strings.Cut(rest, "_"); ok && len(s) <= MaxSuffixLength && nonASCII([]byte(s)) < 0 {
+		if _, s, ok := strings.Cut(rest, "_"); ok && len(s) <= lucene.MaxSuffixLength && ascii(s) {
 			suffix = s
 		}
 	}
@@ -78,7 +79,7 @@ func generatedHeader(name string) (codec string, version uint32, suffix string) 
 // name: its IndexHeader plus a footer.
 func GeneratedMinSize(name string) int64 {
 	codec, _, suffix := generatedHeader(name)
-	return int64(IndexHeaderLength(codec, suffix) + FooterLength)
+	return int64(lucene.IndexHeaderLength(codec, suffix) + lucene.FooterLength)
 }
 
 // GenerateFile returns a Lucene-like file of exactly size bytes, for tests
@@ -108,7 +109,7 @@ func WriteGeneratedFile(w io.Writer, name string, size int64, seed uint64) error
 		return fmt.Errorf("lucene: generate %s: size %d is below the minimum %d", name, size, least)
 	}
 	codec, version, suffix := generatedHeader(name)
-	h := AppendIndexHeader(nil, codec, version, generatedID(seed), suffix)
+	h := lucene.AppendIndexHeader(nil, codec, version, generatedID(seed), suffix)
 
 	bw := bufio.NewWriterSize(w, 64<<10)
 	crc := crc32.ChecksumIEEE(h)
@@ -123,7 +124,7 @@ func WriteGeneratedFile(w io.Writer, name string, size int64, seed uint64) error
 	nameHash.Write([]byte(name))
 	r := rand.New(rand.NewPCG(seed, nameHash.Sum64()))
 	chunk := make([]byte, 32<<10)
-	for left := size - int64(len(h)) - FooterLength; left > 0; {
+	for left := size - int64(len(h)) - lucene.FooterLength; left > 0; {
 		for i := 0; i < len(chunk); i += 8 {
 			binary.LittleEndian.PutUint64(chunk[i:], r.Uint64())
 		}
@@ -135,10 +136,10 @@ func WriteGeneratedFile(w io.Writer, name string, size int64, seed uint64) error
 		left -= int64(len(p))
 	}
 
-	var f [FooterLength]byte
-	binary.BigEndian.PutUint32(f[0:], FooterMagic)
+	var f [lucene.FooterLength]byte
+	binary.BigEndian.PutUint32(f[0:], lucene.FooterMagic)
 	binary.BigEndian.PutUint32(f[4:], 0)
-	crc = crc32.Update(crc, crc32.IEEETable, f[:checksumOffset])
+	crc = crc32.Update(crc, crc32.IEEETable, f[:footerChecksumAt])
 	binary.BigEndian.PutUint64(f[8:], uint64(crc))
 	if _, err := bw.Write(f[:]); err != nil {
 		return fmt.Errorf("lucene: generate %s: %w", name, err)
@@ -151,9 +152,9 @@ func WriteGeneratedFile(w io.Writer, name string, size int64, seed uint64) error
 
 // generatedID derives a header id from seed alone, so every file
 // generated with one seed carries the same id.
-func generatedID(seed uint64) [IDLength]byte {
+func generatedID(seed uint64) [lucene.IDLength]byte {
 	r := rand.New(rand.NewPCG(seed, 0x5e6f5)) // any fixed stream id
-	var id [IDLength]byte
+	var id [lucene.IDLength]byte
 	binary.LittleEndian.PutUint64(id[0:], r.Uint64())
 	binary.LittleEndian.PutUint64(id[8:], r.Uint64())
 	return id
@@ -171,11 +172,25 @@ const SegmentsVersion = 10
 // that body; segfs only checks the header and footer. Segment names are
 // written as given.
 func GenerateSegmentsN(gen int64, segmentNames []string, seed uint64) []byte {
-	b := AppendIndexHeader(nil, "segments", SegmentsVersion, generatedID(seed), strconv.FormatInt(gen, 36))
-	o := Output{B: b}
+	b := lucene.AppendIndexHeader(nil, "segments", SegmentsVersion, generatedID(seed), strconv.FormatInt(gen, 36))
+	o := lucene.Output{B: b}
 	o.VInt(int32(len(segmentNames)))
 	for _, s := range segmentNames {
 		o.String(s)
 	}
-	return AppendFooter(o.B)
+	return lucene.AppendFooter(o.B)
+}
+
+// footerChecksumAt is where a footer's checksum starts: after its magic
+// and its algorithm id, which the checksum covers.
+const footerChecksumAt = 8
+
+// ascii reports whether s is all ASCII, as an IndexHeader's suffix is.
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
