@@ -19,15 +19,68 @@ import (
 // and the object fetched again, and a file open in the usual mode keeps
 // every further open in that mode until it is closed.
 
-// mountPassthrough mounts with --passthrough and skips the test where the
-// kernel or the privileges do not allow passthrough.
+// mountPassthrough mounts with --passthrough. Where the kernel, the
+// privileges and the cache's file system allow passthrough
+// (passthroughPossible), a mount that did not turn it on fails the test;
+// elsewhere the test is skipped, saying why.
 func mountPassthrough(t *testing.T, srv *harness.Server, bucket, cacheDir string, args ...string) *harness.Mount {
 	t.Helper()
+	why := passthroughPossible(cacheDir)
 	m := mountCached(t, srv, bucket, cacheDir, append([]string{"--passthrough", "--part-size", "1MiB"}, args...)...)
 	if harness.MustStats(t, m)["passthrough"] != 1 {
-		t.Skipf("passthrough unavailable here; segfs log:\n%s", m.Log())
+		if why != "" {
+			t.Skipf("passthrough unavailable here (%s); segfs log:\n%s", why, m.Log())
+		}
+		t.Fatalf("passthrough is off, though the kernel, the privileges and the cache's file system allow it; segfs log:\n%s", m.Log())
 	}
 	return m
+}
+
+// overlayfsMagic is overlayfs's statfs type.
+const overlayfsMagic = 0x794c7630
+
+// passthroughPossible says why FUSE passthrough cannot work here, ""
+// when it can: it needs Linux 6.9 or later, root (registering a backing
+// file takes CAP_SYS_ADMIN), and a cache that is not on a stacked file
+// system. It judges from outside segfs, so that segfs's own probe is
+// what the test checks.
+func passthroughPossible(cacheDir string) string {
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err != nil {
+		return fmt.Sprintf("uname: %v", err)
+	}
+	var rel []byte
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		rel = append(rel, byte(c))
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(string(rel), "%d.%d", &major, &minor); err != nil {
+		return fmt.Sprintf("kernel release %q: %v", rel, err)
+	}
+	if major < 6 || major == 6 && minor < 9 {
+		return fmt.Sprintf("Linux %d.%d, before 6.9", major, minor)
+	}
+	if os.Geteuid() != 0 {
+		return "not root"
+	}
+	dir := cacheDir
+	for {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err == nil {
+			if st.Type == overlayfsMagic {
+				return "the cache is on overlayfs"
+			}
+			return ""
+		}
+		if parent := filepath.Dir(dir); parent != dir {
+			dir = parent
+			continue
+		}
+		return "no file system found for " + cacheDir
+	}
 }
 
 // waitWhole waits until n whole-object files are indexed and no fetch is
