@@ -58,6 +58,13 @@ func TestMemoryBoundTerms(t *testing.T) {
 			t.Errorf("doubling --%s did not raise the bound", tc.name)
 		}
 	}
+	// --memory-cache 0 keeps none, and counts none: not the engine's
+	// default.
+	none := base
+	none.MemoryCache = 0
+	if got := memoryBoundOf(&none, 0).Memory; got > 1 {
+		t.Errorf("--memory-cache 0 counts %d bytes of memory tier, want none", got)
+	}
 	// The control socket is always served; each listener flag adds its
 	// connections at the cap.
 	if b.Listeners != controlLimits().memory() {

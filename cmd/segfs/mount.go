@@ -33,7 +33,7 @@ type mountCmd struct {
 	SplitSize           byteSize      `name:"split-size" default:"1MiB" help:"When fetch workers are idle, a part fetch splits into GETs of at least this size run in parallel on them (at most 8), so that a reader waiting on one part waits for several connections instead of one; a busy pool fetches whole parts. 0 fetches every part with one GET."`
 	Prefetch            string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file, and the next 32 files of one part or less after it in its directory); all (every file after mounting, small files first)."`
 	SegmentPrefetch     bool          `name:"segment-prefetch" default:"true" negatable:"" help:"When a directory holding a Lucene index is first looked up, listed or has a file opened (for --layout opensearch, at mount), fetch at once what opening the index reads: its small files whole, and the first and last 128KiB of every larger file, kept in a range tier in memory and in the cache. In every --prefetch mode; --no-segment-prefetch turns it off."`
-	MemoryCache         byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for parts the disk cache cannot take (a full disk)."`
+	MemoryCache         byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for parts the disk cache cannot take (a full disk); 0 keeps none."`
 	FrameCache          byteSize      `name:"frame-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames kept for later reads; a frame larger than this is never kept (it is decoded for each read that needs it). 0 keeps none."`
 	DecodeMemory        byteSize      `name:"decode-memory" default:"64MiB" help:"Memory for seekable-zstd frames being decoded at once: each decode reserves its compressed bytes plus 2.25 times its frame size and 256KiB before it allocates anything (what a corrupt frame may take), and waits while other decodes hold the rest. Must hold one frame of --max-frame-size (52.3MiB for the default 16MiB)."`
 	MaxFrameSize        byteSize      `name:"max-frame-size" default:"16MiB" help:"Largest decompressed frame of a seekable-zstd object that segfs decodes (and largest compressed frame: what zstd may need for that many bytes). An object with a larger frame is listed at its logical size, but every read of it fails with EIO and a log line naming the frame. segfs push writes 256KiB frames by default and at most 16MiB; the format allows 1GiB, which a hostile object could claim to make each read allocate that much."`
@@ -418,7 +418,7 @@ func (c *mountCmd) engineConfig(store fetcher.Store, keys int) engineConfig {
 		sched: prefetch.Config{Workers: c.MaxFetches, Reserved: c.reserved(), BackgroundRate: int64(c.BackgroundBandwidth)},
 		reader: reader.Config{
 			PartSize:        int64(c.PartSize),
-			MemoryLimit:     int64(c.MemoryCache),
+			MemoryLimit:     c.memoryLimit(),
 			Prefetch:        prefetch.Mode(c.Prefetch),
 			Passthrough:     c.Passthrough,
 			DropAfterRead:   c.DropAfterRead,
@@ -433,4 +433,13 @@ func (c *mountCmd) engineConfig(store fetcher.Store, keys int) engineConfig {
 		keys:      keys,
 		listeners: c.listeners(),
 	}
+}
+
+// memoryLimit is --memory-cache as the engine takes it: 0 is none (a
+// bound no part fits), not the engine's default.
+func (c *mountCmd) memoryLimit() int64 {
+	if c.MemoryCache == 0 {
+		return 1
+	}
+	return int64(c.MemoryCache)
 }

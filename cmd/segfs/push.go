@@ -25,7 +25,7 @@ type pushCmd struct {
 
 	CompressMinSize byteSize `name:"compress-min-size" default:"64MiB" help:"Files at or above this size whose name matches --compress-match are stored compressed, as KEY.zst in the seekable zstd format."`
 	CompressMatch   string   `name:"compress-match" default:"*.fdt" help:"Comma-separated globs on a file's base name selecting the files to compress (stored fields compress well; postings and doc values do not). \"*\" selects every file; \"\" none."`
-	FrameSize       byteSize `name:"frame-size" default:"256KiB" help:"Logical bytes per compressed frame, the unit a random read decodes. The default was chosen by measurement (compress.BenchmarkFrameSize, JSON stored fields at level 3): 1.6% less compression than 1MiB frames for a quarter of the decoding per cold read."`
+	FrameSize       byteSize `name:"frame-size" default:"256KiB" help:"Logical bytes per compressed frame, the unit a random read decodes. Larger frames compress better; smaller ones decode less per cold read (docs/BENCH.md has the measure behind the default)."`
 	Level           int      `name:"level" default:"3" help:"zstd compression level, 1 to 22."`
 	Parallel        int      `name:"parallel" default:"4" help:"Files hashed, compressed and uploaded at once."`
 	TmpDir          string   `name:"tmp-dir" help:"Directory for the compressed temporary files (each as large as its compressed file). Default: the system temporary directory ($TMPDIR or /tmp)."`
