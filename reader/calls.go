@@ -12,7 +12,7 @@ import (
 )
 
 // partCall is one fetch of a whole part, shared by every reader that wants
-// it (single-flight). The call stays in Reader.inflight from its creation
+// it (single-flight). The call stays in the part table from its creation
 // until the part is in the disk cache (or was refused), so that readers
 // arriving meanwhile copy from its buffer instead of fetching again; a
 // failed call leaves as its error is published.
@@ -26,7 +26,7 @@ type partCall struct {
 	buf   *partBuf      // holds the fetch's ref until finishCall
 	fill  *fill         // the background fill that queued it, if one did (fill.go)
 
-	// Guarded by Reader.mu.
+	// Guarded by partTable.mu.
 	task *prefetch.Task // nil until submitted
 	sums *cache.Sums    // the part's block checksums, if the cache takes them
 	// err is set, or buf.data published, before done is closed, and
@@ -61,121 +61,32 @@ func (r *Reader) startDemand(obj fetcher.Object, idx int64) *partCall {
 // a reader of the call it creates, which it returns.
 func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefetch.Priority, f *fill, join bool) *partCall {
 	k := keyOfPart(obj, idx)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	if r.parts.present(k, prio) {
 		return nil
 	}
-	if call := r.inflight[k]; call != nil {
-		call.prio = max(call.prio, prio)
-		task, ranges := call.task, call.ranges
-		r.mu.Unlock()
-		if task != nil { // else its creator raises it once submitted
-			r.sched.Raise(task, prio)
-		}
-		for _, t := range ranges {
-			r.sched.Raise(t, prio)
-		}
-		return nil
-	}
-	if r.heldLocked(k) != nil || r.mem.has(k) {
-		r.mu.Unlock()
-		return nil
-	}
-	r.mu.Unlock()
 	if ck := r.cacheKey(k); r.cache.Contains(ck) {
 		if prio == prefetch.Readahead {
 			r.cache.WillNeed(ck) // a hint; direct cache I/O reads part files past the page cache
 		}
 		return nil
 	}
-
 	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), gone: make(chan struct{}),
 		buf: &partBuf{refs: 1}, prio: prio, fill: f}
-	r.mu.Lock()
-	if r.closed || r.inflight[k] != nil {
-		r.mu.Unlock()
-		return nil // lost a race to another reader, who started it
+	if !r.parts.insert(call, join) {
+		return nil // closed, or lost a race to another reader, who started it
 	}
-	r.inflight[k] = call
-	r.stats.InflightParts.Add(1)
-	if join {
-		r.retainLocked(call.buf) // the reader's, released by waitCall
-	}
-	if f != nil {
-		f.active++
-	}
-	r.checkLocked()
-	r.mu.Unlock()
 	r.stats.started(prio).Add(1)
-	if r.beforeSubmit != nil {
-		r.beforeSubmit(call)
-	}
-	// Submit outside mu: after the scheduler is closed it runs the task
-	// at once, on this goroutine.
+	r.hooks.submitting(call)
+	// Submit outside the table's lock: after the scheduler is closed it
+	// runs the task at once, on this goroutine.
 	// The part's length is its cost under the background cap
 	// (prefetch.Config.BackgroundRate).
 	task := r.sched.SubmitCost(group, prio, r.partLen(obj, idx), func(ctx context.Context) { r.runFetch(ctx, call) })
-	r.mu.Lock()
-	call.task = task
-	now := call.prio // raised by a reader that joined before the task existed
-	r.mu.Unlock()
-	if now > prio {
-		r.sched.Raise(task, now)
-	}
+	r.parts.submitted(call, task, prio)
 	if !join {
 		return nil
 	}
 	return call
-}
-
-// joinLocked makes the caller one more reader of call, which is then
-// demand work, and returns its tasks (the call's, if it has one yet, and
-// those of its ranges while a split fetch runs), to be raised by
-// raiseJoined once r.mu is released. r.mu must be held.
-func (r *Reader) joinLocked(call *partCall) []*prefetch.Task {
-	r.retainLocked(call.buf)
-	call.prio = prefetch.Demand
-	tasks := make([]*prefetch.Task, 0, 1+len(call.ranges))
-	if call.task != nil {
-		tasks = append(tasks, call.task)
-	}
-	return append(tasks, call.ranges...)
-}
-
-// raiseJoined counts a join and raises its call's tasks to demand: a
-// reader waits on them.
-func (r *Reader) raiseJoined(tasks []*prefetch.Task) {
-	r.stats.Joins.Add(1)
-	for _, t := range tasks {
-		r.sched.Raise(t, prefetch.Demand)
-	}
-}
-
-// waitCall waits for call and copies its bytes at off into p. It holds one
-// of the call's buffer refs, which it releases.
-func (r *Reader) waitCall(ctx context.Context, call *partCall, p []byte, off int64) error {
-	if waited(call.done) {
-		markTier(ctx, TierRemote)
-	} else {
-		markTier(ctx, TierHeld) // fetched, not yet stored: in its buffer
-	}
-	select {
-	case <-call.done:
-	case <-ctx.Done():
-		r.mu.Lock()
-		r.releaseLocked(call.buf)
-		r.mu.Unlock()
-		return ctx.Err()
-	}
-	err := call.err
-	if err == nil {
-		copy(p, call.buf.data[off:])
-	}
-	r.mu.Lock()
-	r.releaseLocked(call.buf)
-	r.mu.Unlock()
-	return err
 }
 
 // runFetch is the scheduler task of a part: fetch, publish to waiters,
@@ -185,18 +96,18 @@ func (r *Reader) waitCall(ctx context.Context, call *partCall, p []byte, off int
 // busy.
 func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 	n := r.partLen(call.obj, call.key.idx)
-	buf := r.getBuf(n)
+	buf := r.parts.getBuf(n)
 	sums := r.cache.NewSums(buf)
 	var progress func(int)
 	if sums != nil {
 		progress = sums.Filled
 	}
 	start := time.Now()
-	r.receiving.Add(1)
+	r.parts.receiving.Add(1)
 	err := guard(fmt.Sprintf("fetch %s part %d", call.obj.Key, call.key.idx), func() error {
 		return r.fetchPart(ctx, call, buf, sums, progress)
 	})
-	r.receiving.Add(-1)
+	r.parts.receiving.Add(-1)
 	r.stats.FetchNanos.Add(int64(time.Since(start)))
 	if err != nil {
 		r.stats.FetchErrors.Add(1)
@@ -204,27 +115,11 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 		r.stats.PartsFetched.Add(1)
 		r.stats.FetchedBytes.Add(n)
 	}
-
-	r.mu.Lock()
-	if err == nil {
-		call.buf.data, call.sums = buf, sums
-	} else {
-		// A failed call leaves the in-flight map as its error is
-		// published: a reader that arrives after it ended starts a new
-		// fetch instead of taking an error from an attempt it never
-		// waited on.
-		call.err = err
-		r.removeLocked(call)
-	}
-	call.fetched = true
-	close(call.done)
-	r.mu.Unlock()
-	if r.afterPublish != nil {
-		r.afterPublish(call)
-	}
+	r.parts.publish(call, buf, sums, err)
+	r.hooks.published(call)
 
 	if err != nil {
-		r.putBuf(buf) // never published: no reader has it
+		r.parts.putBuf(buf) // never published: no reader has it
 		r.finishCall(call, false)
 		return
 	}
@@ -237,13 +132,9 @@ func (r *Reader) runFetch(ctx context.Context, call *partCall) {
 // (which bounds the fetched parts held in memory). It returns false if the
 // Reader is closed.
 func (r *Reader) queuePut(call *partCall) bool {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	if !r.parts.whileOpen(func() { r.senders.Add(1) }) {
 		return false
 	}
-	r.senders.Add(1)
-	r.mu.Unlock()
 	defer r.senders.Done()
 	r.putq <- call // the writers take parts until every sender is done
 	return true
@@ -278,37 +169,9 @@ func (r *Reader) storePart(call *partCall) {
 	}
 }
 
-// finishCall removes a part's call from the in-flight map, gives its
-// bytes to the memory tier if keep is set, or to its object's stream if
-// one wants them, and drops the fetch's ref.
+// finishCall ends a part's call in the part table (keep: its bytes go
+// to the memory tier) and tells its fill.
 func (r *Reader) finishCall(call *partCall, keep bool) {
-	defer r.callEnded(call)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.removeLocked(call)
-	switch {
-	case r.closed || call.buf.data == nil:
-	case keep:
-		r.keepLocked(call.key, call.buf)
-	default:
-		r.holdLocked(call) // for a stream behind it (stream.go)
-	}
-	r.releaseLocked(call.buf)
-	r.checkLocked()
-}
-
-// removeLocked takes call out of the in-flight map, if it is still
-// there (a failed call leaves it early, and a new call of the same part
-// may have taken its place since), and out of its fill's window. r.mu
-// must be held.
-func (r *Reader) removeLocked(call *partCall) {
-	if r.inflight[call.key] != call {
-		return
-	}
-	delete(r.inflight, call.key)
-	close(call.gone)
-	r.stats.InflightParts.Add(-1)
-	if call.fill != nil {
-		call.fill.active--
-	}
+	r.parts.finish(call, keep)
+	r.callEnded(call)
 }

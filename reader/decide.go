@@ -1,7 +1,5 @@
 package reader
 
-import "github.com/segfs/segfs/prefetch"
-
 // The read decisions, as pure functions of what the Reader knows: which
 // parts a logical read touches and how it waits for them (planRead), and
 // where each part read is served from (choose). They do no I/O and take
@@ -71,7 +69,7 @@ func (s source) String() string {
 }
 
 // partView is what the Reader knows of a part when a read decides where
-// to get it. disk is only looked at (outside Reader.mu) once no tier in
+// to get it. disk is only looked at (outside partTable.mu) once no tier in
 // memory has the part.
 type partView struct {
 	memory bool // in the memory tier
@@ -109,14 +107,4 @@ func choose(v partView, small, retry bool) source {
 		return fromRange
 	}
 	return fromFetch
-}
-
-// viewLocked returns what the Reader holds of part k in memory; disk is
-// left false. r.mu must be held.
-func (r *Reader) viewLocked(k partKey) partView {
-	v := partView{memory: r.mem.has(k), held: r.heldLocked(k) != nil}
-	if call := r.inflight[k]; call != nil {
-		v.call, v.callReady, v.callWaited = true, call.fetched, call.prio == prefetch.Demand
-	}
-	return v
 }

@@ -19,18 +19,26 @@
 //   - decide.go: the decisions, as pure functions: the plan of a
 //     logical read and the tier each part read is served from, in the
 //     order memory, held, in flight, disk, remote.
+//   - parttable.go: the part table, the one owner of the parts' shared
+//     state (calls in flight, buffer refs, held parts, the memory tier)
+//     under its own lock, with its small API: start or join a call,
+//     publish, finish, release, hold.
 //   - calls.go: single-flight part calls, the writers that store fetched
 //     parts, and their hand-off to the memory tier or a stream.
 //   - ranges.go: range GETs of cold small reads; split.go: one part
 //     fetched as several GETs when workers are idle.
-//   - stream.go: following a sequential reader; memtier.go: parts the
-//     disk refused; buffer.go: part buffers and their owners.
+//   - stream.go: following a sequential reader; held.go: the table's
+//     windows of the streams and the parts held in them; memtier.go:
+//     parts the disk refused; buffer.go: part buffers and their owners.
 //   - fill.go: the background fills and the prefetch policies' plans.
 //   - rangetier.go: the range tier, the heads and tails of an index's
 //     files fetched ahead when its directory is first seen.
 //   - whole.go: promotion to whole-object files for passthrough opens.
 //   - frames.go, framebudget.go: seekable zstd frames, decoded within a
 //     memory budget; entry.go: the files a listing shows.
+//   - invariants.go: the race builds' checks of the part table and of
+//     the streams and fills; hooks.go: the points tests stop the engine
+//     at (nil in production).
 //
 // Invariants:
 //   - Every byte served for an object comes from that exact version:
@@ -47,14 +55,20 @@
 //   - The memory tier holds at most MemoryLimit bytes; streams hold at
 //     most MaxReadahead+1 parts together with the fetches receiving.
 //   - A fill keeps at most fillWindow of its parts queued or in flight.
-//   - checkInvariantsLocked states the rest; builds with the race
-//     detector check it after every change of state.
+//   - The part table states its own invariants (partTable), the
+//     streams and fills theirs (stream, fill); builds with the race
+//     detector check them after every change of state (invariants.go).
 //
-// Lock order: Reader.mu before promoter.mu; Reader.mu, and the range
-// GETs' own rangeGets.mu, before the scheduler's lock (the scheduler
-// never calls back into the Reader while holding its own). Reader.mu
-// and rangeGets.mu are never held together. FrameReader.mu, the decode
-// budget's lock and the range tier's rangeTier.mu are never held while
-// another is taken. The disk cache is only called without Reader.mu
-// held.
+// Lock order, each lock taken only after those before it:
+//
+//	Reader.mu (streams, fills, the Once set)
+//	  > partTable.mu (calls, buffer refs, held parts, memory tier)
+//	    > the scheduler's lock
+//
+// and promoter.mu after Reader.mu; rangeGets.mu before the scheduler's
+// lock and never with Reader.mu or partTable.mu. The scheduler never
+// calls back into the Reader while holding its own lock. FrameReader.mu,
+// the decode budget's lock and rangeTier.mu are leaves: none is held
+// while another is taken. The disk cache is only called with neither
+// Reader.mu nor partTable.mu held.
 package reader

@@ -36,8 +36,8 @@ import (
 // returns.
 const fillScan = 256
 
-// fill is one background fill. group and once are constant; the rest is
-// guarded by Reader.mu.
+// fill is one background fill. group and once are constant; active is
+// guarded by partTable.mu, the rest by Reader.mu.
 type fill struct {
 	group string
 	// once marks each object as prefetched when the cursor reaches it
@@ -45,7 +45,7 @@ type fill struct {
 	once bool
 
 	cur     *prefetch.Cursor
-	active  int  // INVARIANT: the calls in Reader.inflight whose fill is this one
+	active  int  // INVARIANT: the calls in the part table whose fill is this one
 	pumping bool // a pump runs: others only ask it to go round again
 	again   bool
 }
@@ -83,7 +83,7 @@ func (r *Reader) startFill(group string, objs []fetcher.Object, next int64, once
 	}
 	f := &fill{group: group, once: once, cur: prefetch.NewCursor(objs, next)}
 	r.mu.Lock()
-	if r.closed {
+	if r.parts.isClosed() {
 		r.mu.Unlock()
 		return
 	}
@@ -138,7 +138,7 @@ func (r *Reader) pump(f *fill) {
 	f.pumping = true
 	for {
 		f.again = false
-		for scanned := 0; !r.closed && f.active < r.fillWindow() && scanned < fillScan; {
+		for scanned := 0; scanned < fillScan && r.parts.room(f, r.fillWindow()); {
 			obj, ok := f.cur.Object()
 			if !ok {
 				break
@@ -163,7 +163,7 @@ func (r *Reader) pump(f *fill) {
 	}
 	f.pumping = false
 	_, more := f.cur.Object()
-	stalled := !r.closed && f.active == 0 && more
+	stalled := more && r.parts.idle(f)
 	r.mu.Unlock()
 	if stalled {
 		// Only cached parts so far: nothing in flight will pump again.

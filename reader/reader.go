@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
@@ -59,24 +58,16 @@ type Reader struct {
 	policies []prefetch.Policy
 	frames   *FrameReader
 	whole    *promoter      // nil unless cfg.Passthrough
-	bufs     chan []byte    // free part buffers, at most one per worker
 	putq     chan *partCall // hands fetched parts to the writers; closed by Close
 	stop     chan struct{}  // closed by Close: ends sweepStreams
 	stats    Stats
+	hooks    *hooks // nil in production (hooks.go)
 
-	// receiving counts part fetches filling their buffers now.
-	receiving atomic.Int64
-	// Test hooks, set before use. beforeSplit runs when a part fetch has
-	// decided to split, before it submits its ranges; afterPublish when a
-	// part fetch has published its bytes or error, before it is stored;
-	// afterStart when a reader has started the fetch it waits for;
-	// beforeSubmit when a new call is in flight, before its task exists.
-	beforeSplit  func()
-	afterPublish func(*partCall)
-	afterStart   func()
-	beforeSubmit func(*partCall)
+	// parts owns the calls in flight, their buffers, the held parts and
+	// the memory tier, under its own lock (parttable.go).
+	parts *partTable
 
-	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
+	senders sync.WaitGroup // runFetch calls sending to putq; Add while the table is open
 	writers sync.WaitGroup
 	sweeper sync.WaitGroup
 
@@ -84,15 +75,11 @@ type Reader struct {
 	rtier   rangeTier // heads and tails fetched ahead, under their own lock (rangetier.go)
 	learned learner   // the open profile being learned (profile.go)
 
-	// Mutable state, guarded by mu.
+	// The cursors over objects, guarded by mu.
 	mu         sync.Mutex
-	closed     bool
-	inflight   map[partKey]*partCall // part fetches from start until stored (calls.go)
-	mem        memTier               // parts the disk refused (memtier.go)
-	prefetched map[objKey]bool       // objects a Once fill reached (fill.go)
-	fills      map[objKey]*fill      // the fill whose cursor is on each object (fill.go)
-	streams    map[objKey]*stream    // sequential readers followed (stream.go)
-	heldBytes  int64                 // capacity of the streams' held parts
+	prefetched map[objKey]bool    // objects a Once fill reached (fill.go)
+	fills      map[objKey]*fill   // the fill whose cursor is on each object (fill.go)
+	streams    map[objKey]*stream // sequential readers followed (stream.go)
 }
 
 // New returns a Reader over store that keeps parts in pc and runs every
@@ -108,17 +95,15 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 		sched: sched,
 		cfg:   cfg,
 
-		bufs:       make(chan []byte, sched.Workers()),
 		putq:       make(chan *partCall), // a hand-off: no parts queued beyond the writers
 		stop:       make(chan struct{}),
-		inflight:   make(map[partKey]*partCall),
 		ranges:     rangeGets{calls: make(map[rangeKey]*rangeCall)},
 		rtier:      newRangeTier(),
-		mem:        newMemTier(cfg.MemoryLimit),
 		prefetched: make(map[objKey]bool),
 		fills:      make(map[objKey]*fill),
 		streams:    make(map[objKey]*stream),
 	}
+	r.parts = newPartTable(sched, &r.stats, cfg)
 	var profile *prefetch.Profile
 	if cfg.SegmentPrefetch {
 		profile = r.loadProfile()
@@ -255,35 +240,16 @@ func (r *Reader) readSmallParts(ctx context.Context, obj fetcher.Object, out []b
 // then waits for it), with the func that gives the buffer back. Otherwise
 // it returns p and a nil func, and the caller reads the part into p.
 func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64) ([]byte, func()) {
-	k := keyOfPart(obj, idx)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	buf, call, tasks := r.parts.borrow(keyOfPart(obj, idx))
+	if buf == nil {
 		return p, nil
 	}
-	var buf *partBuf
-	var call *partCall
-	var tasks []*prefetch.Task
-	if call = r.inflight[k]; call != nil {
-		buf = call.buf
-		tasks = r.joinLocked(call)
-	} else if buf = r.heldLocked(k); buf != nil {
-		r.retainLocked(buf)
-	} else {
-		r.mu.Unlock()
-		return p, nil
-	}
-	r.mu.Unlock()
-	release := func() {
-		r.mu.Lock()
-		r.releaseLocked(buf)
-		r.mu.Unlock()
-	}
+	release := func() { r.parts.release(buf) }
 	if call == nil {
 		r.stats.HeldHits.Add(1)
 		markTier(ctx, TierHeld)
 	} else {
-		r.raiseJoined(tasks)
+		r.parts.raiseJoined(tasks)
 		if waited(call.done) {
 			markTier(ctx, TierRemote)
 		} else {
@@ -310,34 +276,24 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 	k := keyOfPart(obj, idx)
 	ck := r.cacheKey(k)
 	for attempt := 0; ; attempt++ {
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			return ErrClosed
-		}
-		v := r.viewLocked(k)
-		switch choose(v, small, attempt > 0) {
-		case fromMemory:
-			r.mem.copyOut(k, p, off)
-			r.mu.Unlock()
+		s, err := r.parts.serve(k, p, off, small, attempt > 0)
+		switch {
+		case err != nil:
+			return err
+		case s.src == fromMemory:
 			r.stats.MemoryHits.Add(1)
 			markTier(ctx, TierMemory)
 			return nil
-		case fromHeld:
-			copy(p, r.heldLocked(k).data[off:])
-			r.mu.Unlock()
+		case s.src == fromHeld:
 			r.stats.HeldHits.Add(1)
 			markTier(ctx, TierHeld)
 			return nil
-		case fromCall:
-			call := r.inflight[k]
-			tasks := r.joinLocked(call)
-			r.mu.Unlock()
-			r.raiseJoined(tasks)
-			return r.waitCall(ctx, call, p, off)
+		case s.src == fromCall:
+			r.parts.raiseJoined(s.tasks)
+			return r.parts.wait(ctx, s.call, p, off)
 		}
-		r.mu.Unlock()
 
+		v := s.view
 		v.disk = r.cache.Contains(ck)
 		src := choose(v, small, attempt > 0)
 		if src >= fromRange && r.readRangeTier(ctx, k, p, off) {
@@ -366,11 +322,9 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 			return r.readRange(ctx, obj, idx*r.cfg.PartSize+off, p)
 		}
 		mine := r.startDemand(obj, idx)
-		if r.afterStart != nil {
-			r.afterStart()
-		}
+		r.hooks.started()
 		if mine != nil {
-			return r.waitCall(ctx, mine, p, off)
+			return r.parts.wait(ctx, mine, p, off)
 		}
 	}
 }
@@ -382,11 +336,7 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 func (r *Reader) Close() error {
 	r.frames.Close()
 	r.saveProfile()
-	r.mu.Lock()
-	already := r.closed
-	r.closed = true
-	r.mu.Unlock()
-	if !already {
+	if !r.parts.close() {
 		close(r.stop)
 		r.sweeper.Wait()
 		r.senders.Wait()
@@ -396,11 +346,10 @@ func (r *Reader) Close() error {
 	if r.whole != nil {
 		r.whole.close()
 	}
+	r.parts.clear()
 	r.mu.Lock()
-	r.mem.clear()
 	clear(r.streams)
 	clear(r.fills)
-	r.heldBytes = 0
 	r.mu.Unlock()
 	r.stats.MemoryBytes.Store(0)
 	r.stats.HeldBytes.Store(0)

@@ -47,16 +47,12 @@ type subRange struct {
 // nil, are complete when it returns without error.
 func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums *cache.Sums, progress func(int)) error {
 	base := call.key.idx * r.cfg.PartSize
-	r.mu.Lock()
-	prio := call.prio
-	r.mu.Unlock()
+	prio := r.parts.prio(call)
 	ranges := r.splitRanges(int64(len(buf)), prio)
 	if len(ranges) == 1 {
 		return fetcher.ReadRangeProgress(ctx, r.store, call.obj, base, buf, progress)
 	}
-	if r.beforeSplit != nil {
-		r.beforeSplit()
-	}
+	r.hooks.split()
 	r.stats.PartsSplit.Add(1)
 	r.stats.SplitGets.Add(int64(len(ranges)))
 	subs := make([]*subRange, len(ranges)-1)
@@ -74,20 +70,13 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 	// A reader that comes to wait on the part raises its ranges with it
 	// (newCall); a raise that comes before this sees the part's task
 	// only, so raise the ranges to what the part has reached meanwhile.
-	r.mu.Lock()
-	call.ranges = tasks
-	now := call.prio
-	r.mu.Unlock()
+	now := r.parts.setRanges(call, tasks)
 	if now > prio {
 		for _, t := range tasks {
 			r.sched.Raise(t, now)
 		}
 	}
-	defer func() {
-		r.mu.Lock()
-		call.ranges = nil
-		r.mu.Unlock()
-	}()
+	defer r.parts.setRanges(call, nil)
 	// The first range with the progress of the checksums, which sum
 	// blocks in order: the rest are summed below, once they are in.
 	// A panic in this goroutine's own GETs fails the part but must not

@@ -35,10 +35,7 @@ func (r *Reader) Cached(e Entry) (cached, total int64) {
 // partCached reports whether part k is in the disk cache, the memory
 // tier, or held for a reader.
 func (r *Reader) partCached(k partKey) bool {
-	r.mu.Lock()
-	in := r.heldLocked(k) != nil || r.mem.has(k)
-	r.mu.Unlock()
-	return in || r.cache.Contains(r.cacheKey(k))
+	return r.parts.has(k) || r.cache.Contains(r.cacheKey(k))
 }
 
 // WarmProgress reports a warm's advance: one part of File, of Bytes,
@@ -85,7 +82,7 @@ func (r *Reader) Warm(ctx context.Context, entries []Entry, report func(WarmProg
 	failed := make(map[string]bool)
 	defer wg.Wait()
 	for _, e := range entries {
-		if r.isClosed() {
+		if r.parts.isClosed() {
 			break
 		}
 		if e.Inline != nil || e.Obj.Size == 0 {
@@ -125,7 +122,7 @@ func (r *Reader) Warm(ctx context.Context, entries []Entry, report func(WarmProg
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if r.isClosed() {
+	if r.parts.isClosed() {
 		return ErrClosed // the mount is going: what was not cached is not a failure
 	}
 	return nil
@@ -153,14 +150,10 @@ func (r *Reader) warmPart(ctx context.Context, obj fetcher.Object, idx int64) (w
 			case <-call.done:
 			case <-ctx.Done():
 			}
-			r.mu.Lock()
-			r.releaseLocked(call.buf)
-			r.mu.Unlock()
+			r.parts.release(call.buf)
 		} else {
-			r.mu.Lock()
-			call = r.inflight[k]
-			closed := r.closed
-			r.mu.Unlock()
+			var closed bool
+			call, closed = r.parts.callOf(k)
 			if closed {
 				return false, ErrClosed
 			}
@@ -173,7 +166,7 @@ func (r *Reader) warmPart(ctx context.Context, obj fetcher.Object, idx int64) (w
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
-		// gone and done close in one critical section of r.mu, after
+		// gone and done close in one critical section of partTable.mu, after
 		// err is set: once done is closed, err may be read.
 		<-call.done
 		switch {
@@ -182,7 +175,7 @@ func (r *Reader) warmPart(ctx context.Context, obj fetcher.Object, idx int64) (w
 		case call.err != nil:
 			return false, call.err
 		case own && !r.partCached(k):
-			if r.isClosed() {
+			if r.parts.isClosed() {
 				return false, ErrClosed
 			}
 			return false, ErrNotKept
@@ -192,11 +185,4 @@ func (r *Reader) warmPart(ctx context.Context, obj fetcher.Object, idx int64) (w
 		return false, nil
 	}
 	return false, ErrNotKept
-}
-
-// isClosed reports whether Close has begun.
-func (r *Reader) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
 }
