@@ -173,5 +173,5 @@ func (r *Reader) storePart(call *partCall) {
 // to the memory tier) and tells its fill.
 func (r *Reader) finishCall(call *partCall, keep bool) {
 	r.parts.finish(call, keep)
-	r.callEnded(call)
+	r.cursors.callEnded(call)
 }

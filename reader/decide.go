@@ -62,6 +62,7 @@ const (
 	fromRange                      // a GET of the read's own range
 	fromRangeAndPart               // that, and the part queued in the background
 	fromFetch                      // a new fetch of the part, waited on
+	numSources
 )
 
 func (s source) String() string {

@@ -14,31 +14,36 @@
 // Which file owns each step of a read:
 //   - handle.go: the edge's interface (Serve, Open, Handle.Read, Close,
 //     OpenWhole).
-//   - reader.go: a logical read (ReadAt, ReadAtRef): readahead, the
-//     parts it spans, borrowing a part's buffer.
+//   - reader.go: the Reader and a logical read (ReadAt, ReadAtRef):
+//     readahead, the parts it spans, borrowing a part's buffer.
 //   - decide.go: the decisions, as pure functions: the plan of a
 //     logical read and the tier each part read is served from, in the
 //     order memory, held, in flight, disk, remote.
 //   - parttable.go: the part table, the one owner of the parts' shared
 //     state (calls in flight, buffer refs, held parts, the memory tier)
-//     under its own lock, with its small API: start or join a call,
-//     publish, finish, release, hold.
+//     under its own lock, with a small API: start or join a call,
+//     publish, finish, release, hold; it serves the tiers in memory.
+//     buffer.go: part buffers, their refs and pool; memtier.go: parts
+//     the disk refused; held.go: the streams' windows and held parts.
+//   - parttiers.go: the tiers below the part table (disk, range GET,
+//     fetch), one small type each, that a part read falls through in
+//     the order choose gives.
 //   - calls.go: single-flight part calls, the writers that store fetched
-//     parts, and their hand-off to the memory tier or a stream.
-//   - ranges.go: range GETs of cold small reads; split.go: one part
-//     fetched as several GETs when workers are idle.
-//   - stream.go: following a sequential reader; held.go: the table's
-//     windows of the streams and the parts held in them; memtier.go:
-//     parts the disk refused; buffer.go: part buffers and their owners.
-//   - fill.go: the background fills and the prefetch policies' plans.
+//     parts, and their hand-off to the memory tier or a stream; split.go:
+//     one part fetched as several GETs when workers are idle.
+//   - ranges.go: range GETs of cold small reads, under their own lock.
+//   - cursors.go: the cursors over objects, under their own lock:
+//     stream.go follows a sequential reader, fill.go runs the
+//     background fills and the prefetch policies' plans.
 //   - rangetier.go: the range tier, the heads and tails of an index's
 //     files fetched ahead when its directory is first seen.
-//   - whole.go: promotion to whole-object files for passthrough opens.
+//   - warm.go: segfs warm; whole.go: promotion to whole-object files for
+//     passthrough opens; profile.go: the learned open profile.
 //   - frames.go, framebudget.go: seekable zstd frames, decoded within a
 //     memory budget; entry.go: the files a listing shows.
 //   - invariants.go: the race builds' checks of the part table and of
-//     the streams and fills; hooks.go: the points tests stop the engine
-//     at (nil in production).
+//     the cursors; hooks.go: the points tests stop the engine at (nil in
+//     production).
 //
 // Invariants:
 //   - Every byte served for an object comes from that exact version:
@@ -56,19 +61,20 @@
 //     most MaxReadahead+1 parts together with the fetches receiving.
 //   - A fill keeps at most fillWindow of its parts queued or in flight.
 //   - The part table states its own invariants (partTable), the
-//     streams and fills theirs (stream, fill); builds with the race
-//     detector check them after every change of state (invariants.go).
+//     streams and fills theirs (cursors, stream, fill); builds with the
+//     race detector check them after every change of state
+//     (invariants.go).
 //
 // Lock order, each lock taken only after those before it:
 //
-//	Reader.mu (streams, fills, the Once set)
+//	cursors.mu (streams, fills, the Once set; cursors.go)
 //	  > partTable.mu (calls, buffer refs, held parts, memory tier)
 //	    > the scheduler's lock
 //
-// and promoter.mu after Reader.mu; rangeGets.mu before the scheduler's
-// lock and never with Reader.mu or partTable.mu. The scheduler never
-// calls back into the Reader while holding its own lock. FrameReader.mu,
-// the decode budget's lock and rangeTier.mu are leaves: none is held
-// while another is taken. The disk cache is only called with neither
-// Reader.mu nor partTable.mu held.
+// and promoter.mu after cursors.mu (never with partTable.mu);
+// rangeGets.mu before the scheduler's lock and never with cursors.mu or
+// partTable.mu. The scheduler never calls back into the Reader while
+// holding its own lock. FrameReader.mu, the decode budget's lock and
+// rangeTier.mu are leaves: none is held while another is taken. The disk cache is only called with neither cursors.mu nor
+// partTable.mu held. The Reader itself has no lock.
 package reader

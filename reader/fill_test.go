@@ -81,9 +81,9 @@ func TestFillScansPastCachedParts(t *testing.T) {
 		t.Fatalf("%d remote reads; want 1, for the one part not cached", n)
 	}
 	waitFor(t, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.fills) == 0
+		r.cursors.mu.Lock()
+		defer r.cursors.mu.Unlock()
+		return len(r.cursors.fills) == 0
 	})
 }
 

@@ -124,7 +124,7 @@ func (h *Handle) ReadWhole() bool {
 func (h *Handle) Close() {
 	h.closed.Do(func() {
 		if h.entry.Inline == nil {
-			h.r.endStream(h.entry.Obj, &h.seq)
+			h.r.cursors.endStream(h.entry.Obj, &h.seq)
 			h.r.cache.Unpin(h.entry.Obj.Key, h.entry.Obj.ETag)
 		}
 		h.r.stats.OpenHandles.Add(-1)

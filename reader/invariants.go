@@ -75,10 +75,10 @@ func (t *partTable) invariantsLocked() error {
 }
 
 // checkLocked checks the invariants of the Reader's cursors (streams
-// and fills) and how they match the part table. r.mu must be held.
-func (r *Reader) checkLocked() {
+// and fills) and how they match the part table. c.mu must be held.
+func (c *cursors) checkLocked() {
 	if checkInvariants {
-		if err := r.invariantsLocked(); err != nil {
+		if err := c.invariantsLocked(); err != nil {
 			panic(err)
 		}
 	}
@@ -87,10 +87,10 @@ func (r *Reader) checkLocked() {
 // invariantsLocked returns the first broken invariant of the streams
 // and fills, nil if none: each is filed under its object, a fill counts
 // its calls in flight, and each stream has its window in the part table
-// at its position, and no window is without a stream. r.mu must be held.
-func (r *Reader) invariantsLocked() error {
-	t := r.parts
-	t.mu.Lock() // Reader.mu before partTable.mu
+// at its position, and no window is without a stream. c.mu must be held.
+func (c *cursors) invariantsLocked() error {
+	t := c.parts
+	t.mu.Lock() // cursors.mu before partTable.mu
 	defer t.mu.Unlock()
 	if t.closed {
 		return nil // Close drops the streams and fills
@@ -101,7 +101,7 @@ func (r *Reader) invariantsLocked() error {
 			calls[call.fill]++
 		}
 	}
-	for k, f := range r.fills {
+	for k, f := range c.fills {
 		obj, ok := f.cur.Object()
 		if !ok || keyOfObject(obj) != k {
 			return fmt.Errorf("reader: fill filed under %v is not on it", k)
@@ -110,7 +110,7 @@ func (r *Reader) invariantsLocked() error {
 			return fmt.Errorf("reader: fill on %v counts %d calls, %d in flight", k, f.active, calls[f])
 		}
 	}
-	for k, st := range r.streams {
+	for k, st := range c.streams {
 		if keyOfObject(st.obj) != k {
 			return fmt.Errorf("reader: stream of %s filed under %v", st.obj.Key, k)
 		}
@@ -119,7 +119,7 @@ func (r *Reader) invariantsLocked() error {
 		}
 	}
 	for k := range t.held {
-		if r.streams[k] == nil {
+		if c.streams[k] == nil {
 			return fmt.Errorf("reader: window of %s without a stream", k.key)
 		}
 	}

@@ -30,7 +30,7 @@ import (
 // After close the invariants are not checked: clear drops the memory
 // tier and the held parts without recycling their buffers.
 //
-// Lock order: Reader.mu before partTable.mu before the scheduler's lock
+// Lock order: cursors.mu before partTable.mu before the scheduler's lock
 // (the scheduler never calls back while holding its own). The disk cache
 // is never called with mu held.
 type partTable struct {
@@ -325,38 +325,41 @@ func (t *partTable) viewLocked(k partKey) partView {
 	return v
 }
 
-// served is what serve found of a part in memory.
-type served struct {
-	// src is fromMemory or fromHeld (the bytes are copied out),
-	// fromCall (the call is joined), or a later source: the part is not
-	// in memory.
-	src   source
-	call  *partCall        // the call joined, for fromCall
-	tasks []*prefetch.Task // its tasks, for raiseJoined
-	view  partView         // what t holds of the part; disk false
-}
-
-// serve reads the bytes at off within part k into p from the first
-// tier in memory that has them, in the order choose gives (decide.go),
-// or joins its call in flight. It returns ErrClosed once t is closed.
-func (t *partTable) serve(k partKey, p []byte, off int64, small, retry bool) (served, error) {
+// read is the part table's tier of a part read: it reads rd's bytes
+// from the first tier in memory that has them, in the order choose gives
+// (decide.go), or joins the part's call in flight and waits for it. If
+// none has the part, it returns done false and what the table knows of
+// it (disk left false). retry is choose's. It returns ErrClosed once t
+// is closed.
+func (t *partTable) read(ctx context.Context, rd partRead, retry bool) (done bool, v partView, err error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
-		return served{}, ErrClosed
+		t.mu.Unlock()
+		return false, v, ErrClosed
 	}
-	v := t.viewLocked(k)
-	s := served{src: choose(v, small, retry), view: v}
-	switch s.src {
+	v = t.viewLocked(rd.key)
+	switch choose(v, rd.small, retry) {
 	case fromMemory:
-		t.mem.copyOut(k, p, off)
+		t.mem.copyOut(rd.key, rd.p, rd.off)
+		t.mu.Unlock()
+		t.stats.MemoryHits.Add(1)
+		markTier(ctx, TierMemory)
+		return true, v, nil
 	case fromHeld:
-		copy(p, t.heldLocked(k).data[off:])
+		copy(rd.p, t.heldLocked(rd.key).data[rd.off:])
+		t.mu.Unlock()
+		t.stats.HeldHits.Add(1)
+		markTier(ctx, TierHeld)
+		return true, v, nil
 	case fromCall:
-		s.call = t.calls[k]
-		s.tasks = t.joinLocked(s.call)
+		call := t.calls[rd.key]
+		tasks := t.joinLocked(call)
+		t.mu.Unlock()
+		t.raiseJoined(tasks)
+		return true, v, t.wait(ctx, call, rd.p, rd.off)
 	}
-	return s, nil
+	t.mu.Unlock()
+	return false, v, nil
 }
 
 // borrow returns the buffer of part k with a ref of the caller's, if a

@@ -188,7 +188,7 @@ func (r *Reader) fetchRange(rg prefetch.Range, open bool) {
 			r.stats.OpenPrefetchNanos.Store(time.Now().UnixNano() - first)
 		}
 		for _, f := range fills {
-			r.startFill(f.Group, f.Objects, 0, f.Once)
+			r.cursors.startFill(f.Group, f.Objects, 0, f.Once)
 		}
 	})
 }

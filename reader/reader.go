@@ -75,11 +75,10 @@ type Reader struct {
 	rtier   rangeTier // heads and tails fetched ahead, under their own lock (rangetier.go)
 	learned learner   // the open profile being learned (profile.go)
 
-	// The cursors over objects, guarded by mu.
-	mu         sync.Mutex
-	prefetched map[objKey]bool    // objects a Once fill reached (fill.go)
-	fills      map[objKey]*fill   // the fill whose cursor is on each object (fill.go)
-	streams    map[objKey]*stream // sequential readers followed (stream.go)
+	// cursors are the streams and fills over objects, under their own
+	// lock, taken before the part table's (cursors.go).
+	cursors *cursors
+	tiers   partTiers // the tiers below the part table (parttiers.go)
 }
 
 // New returns a Reader over store that keeps parts in pc and runs every
@@ -95,15 +94,15 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 		sched: sched,
 		cfg:   cfg,
 
-		putq:       make(chan *partCall), // a hand-off: no parts queued beyond the writers
-		stop:       make(chan struct{}),
-		ranges:     rangeGets{calls: make(map[rangeKey]*rangeCall)},
-		rtier:      newRangeTier(),
-		prefetched: make(map[objKey]bool),
-		fills:      make(map[objKey]*fill),
-		streams:    make(map[objKey]*stream),
+		putq:   make(chan *partCall), // a hand-off: no parts queued beyond the writers
+		stop:   make(chan struct{}),
+		ranges: rangeGets{store: store, sched: sched, calls: make(map[rangeKey]*rangeCall)},
+		rtier:  newRangeTier(),
 	}
+	r.ranges.stats = &r.stats
 	r.parts = newPartTable(sched, &r.stats, cfg)
+	r.cursors = newCursors(r)
+	r.tiers = newPartTiers(r)
 	var profile *prefetch.Profile
 	if cfg.SegmentPrefetch {
 		profile = r.loadProfile()
@@ -121,7 +120,7 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 	for range cfg.Writers {
 		go r.writer()
 	}
-	r.sweeper.Go(r.sweepStreams)
+	r.sweeper.Go(r.cursors.sweepStreams)
 	return r, nil
 }
 
@@ -167,10 +166,10 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 	if seq != nil {
 		end := min(off+int64(len(dest)), obj.Size)
 		window, streaming = seq.Observe(off, end, r.cfg.MaxReadahead)
-		refill, pump := r.follow(obj, seq, off/r.cfg.PartSize, streaming)
-		r.refill(obj, refill)
+		refill, pump := r.cursors.follow(obj, seq, off/r.cfg.PartSize, streaming)
+		r.cursors.refill(obj, refill)
 		for _, f := range pump {
-			r.pump(f)
+			r.cursors.pump(f)
 		}
 	}
 	p := r.planRead(obj.Size, off, int64(len(dest)), streaming, byRef)
@@ -271,60 +270,32 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 }
 
 // readPart fills p with the bytes at off within part idx of obj, from
-// the first tier that has them in the order choose gives (decide.go).
+// the first tier that has them in the order choose gives (decide.go):
+// the part table's (memory, held, in flight), then the tiers below it
+// (parttiers.go).
 func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64, small bool) error {
-	k := keyOfPart(obj, idx)
-	ck := r.cacheKey(k)
+	rd := partRead{obj: obj, idx: idx, key: keyOfPart(obj, idx), p: p, off: off, small: small}
 	for attempt := 0; ; attempt++ {
-		s, err := r.parts.serve(k, p, off, small, attempt > 0)
-		switch {
-		case err != nil:
+		retry := attempt > 0
+		done, v, err := r.parts.read(ctx, rd, retry)
+		if done || err != nil {
 			return err
-		case s.src == fromMemory:
-			r.stats.MemoryHits.Add(1)
-			markTier(ctx, TierMemory)
-			return nil
-		case s.src == fromHeld:
-			r.stats.HeldHits.Add(1)
-			markTier(ctx, TierHeld)
-			return nil
-		case s.src == fromCall:
-			r.parts.raiseJoined(s.tasks)
-			return r.parts.wait(ctx, s.call, p, off)
 		}
-
-		v := s.view
-		v.disk = r.cache.Contains(ck)
-		src := choose(v, small, attempt > 0)
-		if src >= fromRange && r.readRangeTier(ctx, k, p, off) {
+		v.disk = r.cache.Contains(r.cacheKey(rd.key))
+		src := choose(v, small, retry)
+		if src >= fromRange && r.readRangeTier(ctx, rd.key, p, off) {
 			return nil // the head or tail of a file, fetched ahead
 		}
-		if src == fromDisk {
-			_, ok, err := r.cache.ReadAt(ctx, ck, p, off)
-			switch {
-			case err != nil && ctx.Err() != nil:
-				return ctx.Err()
-			case err == nil && ok:
-				r.stats.DiskHits.Add(1)
-				markTier(ctx, TierDisk)
-				return nil
-			case err != nil:
-				r.cfg.Logger.Warn("cache read failed; fetching again", "key", obj.Key, "part", idx, "err", err)
+		for {
+			done, err := r.tiers[src].read(ctx, rd)
+			if done || err != nil {
+				return err
 			}
-			v.disk = false
-			src = choose(v, small, attempt > 0)
-		}
-		switch src {
-		case fromRange, fromRangeAndPart:
-			if src == fromRangeAndPart {
-				r.startPart(obj, idx, prefetch.Background)
+			if src == fromFetch {
+				break // started by another reader meanwhile: look again
 			}
-			return r.readRange(ctx, obj, idx*r.cfg.PartSize+off, p)
-		}
-		mine := r.startDemand(obj, idx)
-		r.hooks.started()
-		if mine != nil {
-			return r.parts.wait(ctx, mine, p, off)
+			v.disk = false // the disk cache had it no more
+			src = choose(v, small, retry)
 		}
 	}
 }
@@ -347,10 +318,7 @@ func (r *Reader) Close() error {
 		r.whole.close()
 	}
 	r.parts.clear()
-	r.mu.Lock()
-	clear(r.streams)
-	clear(r.fills)
-	r.mu.Unlock()
+	r.cursors.clear()
 	r.stats.MemoryBytes.Store(0)
 	r.stats.HeldBytes.Store(0)
 	return nil
