@@ -36,12 +36,12 @@ type readPlan struct {
 // will. The further parts a read spans are started at once, before it
 // waits on the first, but not for a small read: a part started at demand
 // would make it wait for the whole part instead of its range.
-func (r *Reader) planRead(size, off, n int64, streaming, byRef bool) readPlan {
-	ps := r.cfg.PartSize
+func (c Config) planRead(size, off, n int64, streaming, byRef bool) readPlan {
+	ps := c.PartSize
 	p := readPlan{end: min(off+n, size)}
 	p.first, p.last = off/ps, (p.end-1)/ps
 	firstLen := min(ps, size-p.first*ps)
-	p.small = !streaming && p.end-off <= r.cfg.SmallRead && firstLen > r.cfg.SmallRead
+	p.small = !streaming && p.end-off <= c.SmallRead && firstLen > c.SmallRead
 	p.startFrom = p.first + 1
 	if p.small {
 		p.startFrom = p.last + 1

@@ -28,9 +28,10 @@
 //   - parttiers.go: the tiers below the part table (disk, range GET,
 //     fetch), one small type each, that a part read falls through in
 //     the order choose gives.
-//   - calls.go: single-flight part calls, the writers that store fetched
-//     parts, and their hand-off to the memory tier or a stream; split.go:
-//     one part fetched as several GETs when workers are idle.
+//   - calls.go: the part fetches (partFetches): single-flight calls run
+//     on the scheduler, the writers that store fetched parts, and their
+//     hand-off to the memory tier or a stream; split.go: one part
+//     fetched as several GETs when workers are idle.
 //   - ranges.go: range GETs of cold small reads, under their own lock.
 //   - cursors.go: the cursors over objects, under their own lock:
 //     stream.go follows a sequential reader, fill.go runs the
@@ -38,7 +39,8 @@
 //   - rangetier.go: the range tier, the heads and tails of an index's
 //     files fetched ahead when its directory is first seen.
 //   - warm.go: segfs warm; whole.go: promotion to whole-object files for
-//     passthrough opens; profile.go: the learned open profile.
+//     passthrough opens (promoter); profile.go: the learned open profile
+//     (learner); keys.go: the disk cache's keys.
 //   - frames.go, framebudget.go: seekable zstd frames, decoded within a
 //     memory budget; entry.go: the files a listing shows.
 //   - invariants.go: the race builds' checks of the part table and of
@@ -65,16 +67,19 @@
 //     race detector check them after every change of state
 //     (invariants.go).
 //
-// Lock order, each lock taken only after those before it:
+// Lock order, each lock taken only after those above it:
 //
-//	cursors.mu (streams, fills, the Once set; cursors.go)
-//	  > partTable.mu (calls, buffer refs, held parts, memory tier)
-//	    > the scheduler's lock
+//	cursors.mu    (streams, fills, the Once set; cursors.go)
+//	partTable.mu  (calls, buffer refs, held parts, memory tier; parttable.go)
+//	the scheduler's lock
 //
-// and promoter.mu after cursors.mu (never with partTable.mu);
-// rangeGets.mu before the scheduler's lock and never with cursors.mu or
-// partTable.mu. The scheduler never calls back into the Reader while
-// holding its own lock. FrameReader.mu, the decode budget's lock and
-// rangeTier.mu are leaves: none is held while another is taken. The disk cache is only called with neither cursors.mu nor
-// partTable.mu held. The Reader itself has no lock.
+// promoter.mu is taken under cursors.mu (a fill reaching an object asks
+// for its promotion) and never with partTable.mu; rangeGets.mu is taken
+// before the scheduler's lock (a reader giving up cancels its GET) and
+// never with cursors.mu or partTable.mu. The scheduler never calls back
+// into the engine while holding its own lock. FrameReader.mu, the
+// decode budget's lock, rangeTier.mu and learner.mu take no other lock
+// of the engine. The disk cache is only called with neither cursors.mu
+// nor partTable.mu held. The Reader itself has no lock: it is the
+// façade over these parts.
 package reader

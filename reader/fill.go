@@ -61,14 +61,14 @@ func (r *Reader) runPlan(p prefetch.Plan) { r.runPlanOf(p, false) }
 // open's bytes: fills wait for them (rangetier.go).
 func (r *Reader) runPlanOf(p prefetch.Plan, open bool) {
 	for _, pt := range p.Parts {
-		if pt.Index*r.cfg.PartSize < pt.Obj.Size && !r.cache.Contains(r.cacheKey(keyOfPart(pt.Obj, pt.Index))) {
-			r.startPart(pt.Obj, pt.Index, pt.Prio)
+		if pt.Index*r.cfg.PartSize < pt.Obj.Size && !r.cache.Contains(r.cfg.cacheKey(keyOfPart(pt.Obj, pt.Index))) {
+			r.fetches.startPart(pt.Obj, pt.Index, pt.Prio)
 		}
 	}
 	for _, rg := range p.Ranges {
-		r.fetchRange(rg, open)
+		r.rtier.fetchRange(rg, open)
 	}
-	if len(p.Fills) == 0 || r.deferFills(p.Fills) {
+	if len(p.Fills) == 0 || r.rtier.deferFills(p.Fills) {
 		return
 	}
 	for _, f := range p.Fills {
@@ -108,7 +108,7 @@ func (c *cursors) arriveLocked(f *fill) {
 				continue
 			}
 			c.prefetched[k] = true
-			c.r.promote(obj) // built now if every part was cached already
+			c.r.whole.request(obj) // built now if every part was cached already
 		}
 		c.fills[k] = f
 		return
@@ -154,7 +154,7 @@ func (c *cursors) pump(f *fill) {
 			idx := f.cur.Take()
 			scanned++
 			c.mu.Unlock()
-			c.r.newCall(f.group, obj, idx, prefetch.Background, f, false) // unless cached, held or in flight
+			c.r.fetches.newCall(f.group, obj, idx, prefetch.Background, f, false) // unless cached, held or in flight
 			c.mu.Lock()
 		}
 		if !f.again {

@@ -71,7 +71,7 @@ func TestFillScansPastCachedParts(t *testing.T) {
 	pc := newFakeCache()
 	r := newTestReader(t, store, pc, 2, Config{PartSize: ps, Prefetch: prefetch.None})
 	for i := int64(0); i < parts; i++ { // every part but the short last one
-		if err := pc.Put(context.Background(), r.cacheKey(keyOfPart(obj, i)), data[i*ps:(i+1)*ps]); err != nil {
+		if err := pc.Put(context.Background(), r.cfg.cacheKey(keyOfPart(obj, i)), data[i*ps:(i+1)*ps]); err != nil {
 			t.Fatal(err)
 		}
 	}

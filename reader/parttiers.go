@@ -41,9 +41,9 @@ type partTiers [numSources]partTier
 
 func newPartTiers(r *Reader) partTiers {
 	return partTiers{
-		fromDisk:         diskTier{cache: r.cache, key: r.cacheKey, stats: &r.stats, log: r.cfg.Logger},
+		fromDisk:         diskTier{cache: r.cache, key: r.cfg.cacheKey, stats: &r.stats, log: r.cfg.Logger},
 		fromRange:        rangeGetTier{gets: &r.ranges, partSize: r.cfg.PartSize},
-		fromRangeAndPart: rangeGetTier{gets: &r.ranges, partSize: r.cfg.PartSize, start: r.startPart},
+		fromRangeAndPart: rangeGetTier{gets: &r.ranges, partSize: r.cfg.PartSize, start: r.fetches.startPart},
 		fromFetch:        fetchTier{r: r},
 	}
 }
@@ -96,7 +96,7 @@ func (g rangeGetTier) read(ctx context.Context, rd partRead) (bool, error) {
 type fetchTier struct{ r *Reader }
 
 func (f fetchTier) read(ctx context.Context, rd partRead) (bool, error) {
-	mine := f.r.startDemand(rd.obj, rd.idx)
+	mine := f.r.fetches.startDemand(rd.obj, rd.idx)
 	f.r.hooks.started()
 	if mine == nil {
 		return false, nil

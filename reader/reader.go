@@ -47,19 +47,21 @@ type Cache interface {
 // Reader serves logical byte ranges of objects from aligned parts: from
 // memory when it holds them, from the disk cache when it has them, else
 // fetched through the scheduler and then cached. It may be used by any
-// number of goroutines at once. See the package doc for its invariants
-// and lock order.
+// number of goroutines at once. It is a façade: its state lives in its
+// parts (the part table, the part fetches, the cursors, the range GETs
+// and the range tier), each with its own lock and invariants; see the
+// package doc for them and the lock order.
 type Reader struct {
-	// Constant after New.
+	// Every field is constant after New (hooks: set by a test before
+	// it reads); the mutable state is in the parts below.
 	store    fetcher.Store
 	cache    Cache
 	sched    *prefetch.Scheduler
 	cfg      Config
 	policies []prefetch.Policy
 	frames   *FrameReader
-	whole    *promoter      // nil unless cfg.Passthrough
-	putq     chan *partCall // hands fetched parts to the writers; closed by Close
-	stop     chan struct{}  // closed by Close: ends sweepStreams
+	whole    *promoter     // nil unless cfg.Passthrough
+	stop     chan struct{} // closed by Close: ends sweepStreams and range-tier stores
 	stats    Stats
 	hooks    *hooks // nil in production (hooks.go)
 
@@ -67,13 +69,14 @@ type Reader struct {
 	// the memory tier, under its own lock (parttable.go).
 	parts *partTable
 
-	senders sync.WaitGroup // runFetch calls sending to putq; Add while the table is open
-	writers sync.WaitGroup
-	sweeper sync.WaitGroup
+	// fetches run the part calls and the writers that store them
+	// (calls.go).
+	fetches *partFetches
+	sweeper sync.WaitGroup // sweepStreams
 
-	ranges  rangeGets // small range GETs in flight, under their own lock (ranges.go)
-	rtier   rangeTier // heads and tails fetched ahead, under their own lock (rangetier.go)
-	learned learner   // the open profile being learned (profile.go)
+	ranges  rangeGets  // small range GETs in flight, under their own lock (ranges.go)
+	rtier   *rangeTier // heads and tails fetched ahead, under their own lock (rangetier.go)
+	learned *learner   // the open profile being learned (profile.go)
 
 	// cursors are the streams and fills over objects, under their own
 	// lock, taken before the part table's (cursors.go).
@@ -94,18 +97,19 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 		sched: sched,
 		cfg:   cfg,
 
-		putq:   make(chan *partCall), // a hand-off: no parts queued beyond the writers
 		stop:   make(chan struct{}),
 		ranges: rangeGets{store: store, sched: sched, calls: make(map[rangeKey]*rangeCall)},
-		rtier:  newRangeTier(),
 	}
 	r.ranges.stats = &r.stats
+	r.rtier = newRangeTier(r)
+	r.learned = newLearner(r)
 	r.parts = newPartTable(sched, &r.stats, cfg)
 	r.cursors = newCursors(r)
+	r.fetches = newPartFetches(r)
 	r.tiers = newPartTiers(r)
 	var profile *prefetch.Profile
 	if cfg.SegmentPrefetch {
-		profile = r.loadProfile()
+		profile = r.learned.loadProfile()
 		r.learned.loaded = profile != nil
 	}
 	r.policies = prefetch.Policies(cfg.Prefetch, cfg.SegmentPrefetch, profile)
@@ -116,20 +120,9 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 	if cfg.Passthrough {
 		r.whole = newPromoter(r)
 	}
-	r.writers.Add(cfg.Writers)
-	for range cfg.Writers {
-		go r.writer()
-	}
+	r.fetches.startWriters()
 	r.sweeper.Go(r.cursors.sweepStreams)
 	return r, nil
-}
-
-// PartSize returns the part size in use.
-func (r *Reader) PartSize() int64 { return r.cfg.PartSize }
-
-// partLen returns the length of part idx of obj.
-func (r *Reader) partLen(obj fetcher.Object, idx int64) int64 {
-	return min(r.cfg.PartSize, obj.Size-idx*r.cfg.PartSize)
 }
 
 // ReadAt reads up to len(dest) bytes of obj at off into dest and returns
@@ -172,10 +165,10 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 			r.cursors.pump(f)
 		}
 	}
-	p := r.planRead(obj.Size, off, int64(len(dest)), streaming, byRef)
+	p := r.cfg.planRead(obj.Size, off, int64(len(dest)), streaming, byRef)
 	out := dest[:p.end-off]
 	for i := p.startFrom; i <= p.last; i++ {
-		r.startPart(obj, i, prefetch.Demand)
+		r.fetches.startPart(obj, i, prefetch.Demand)
 	}
 	var release func()
 	if p.borrow {
@@ -199,7 +192,7 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 	if window > 0 {
 		from, to := seq.Ahead(p.last, int64(window))
 		for i := from; i <= to && i*r.cfg.PartSize < obj.Size; i++ {
-			r.startPart(obj, i, prefetch.Readahead)
+			r.fetches.startPart(obj, i, prefetch.Readahead)
 		}
 	}
 	r.stats.ReadBytes.Add(int64(len(out)))
@@ -281,9 +274,9 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 		if done || err != nil {
 			return err
 		}
-		v.disk = r.cache.Contains(r.cacheKey(rd.key))
+		v.disk = r.cache.Contains(r.cfg.cacheKey(rd.key))
 		src := choose(v, small, retry)
-		if src >= fromRange && r.readRangeTier(ctx, rd.key, p, off) {
+		if src >= fromRange && r.rtier.read(ctx, rd.key, p, off) {
 			return nil // the head or tail of a file, fetched ahead
 		}
 		for {
@@ -306,14 +299,13 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 // after it, ends the fetches. Close may be called more than once.
 func (r *Reader) Close() error {
 	r.frames.Close()
-	r.saveProfile()
-	if !r.parts.close() {
+	r.learned.saveProfile()
+	first := !r.parts.close()
+	if first {
 		close(r.stop)
 		r.sweeper.Wait()
-		r.senders.Wait()
-		close(r.putq)
 	}
-	r.writers.Wait()
+	r.fetches.close(first)
 	if r.whole != nil {
 		r.whole.close()
 	}

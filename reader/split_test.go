@@ -60,7 +60,7 @@ func TestIdlePoolSplitsAPartFetch(t *testing.T) {
 		t.Fatalf("stats %+v: want one part fetched, split into 8 GETs, %d bytes", counters(st), splitPart)
 	}
 	pc.mu.Lock()
-	cached := pc.parts[r.cacheKey(keyOfPart(obj, 0))]
+	cached := pc.parts[r.cfg.cacheKey(keyOfPart(obj, 0))]
 	pc.mu.Unlock()
 	if !bytes.Equal(cached, data[:splitPart]) {
 		t.Fatalf("the cached part differs from the object's bytes")
@@ -354,7 +354,7 @@ func TestJoiningReaderRaisesQueuedRanges(t *testing.T) {
 		<-started
 		<-started
 	}}
-	r.startPart(obj, 0, prefetch.Background) // as a file's fill does
+	r.fetches.startPart(obj, 0, prefetch.Background) // as a file's fill does
 	waitFor(t, func() bool { return r.sched.Stats().Queued[prefetch.Background] == 2 })
 
 	done := make(chan error, 1)
@@ -434,10 +434,10 @@ func TestJoinBeforeSubmitRaisesTheTask(t *testing.T) {
 	}}
 	// Both workers busy (Reserved leaves one to demand: fill it too).
 	other := store.put("o", randomBytes(14, 2*4096))
-	r.startPart(other, 0, prefetch.Demand)
-	r.startPart(other, 1, prefetch.Demand)
+	r.fetches.startPart(other, 0, prefetch.Demand)
+	r.fetches.startPart(other, 1, prefetch.Demand)
 	waitFor(t, func() bool { return store.inflight.Load() == 2 })
-	r.startPart(obj, 0, prefetch.Background)
+	r.fetches.startPart(obj, 0, prefetch.Background)
 	if st := r.sched.Stats(); st.Queued[prefetch.Demand] != 1 || st.Queued[prefetch.Background] != 0 {
 		t.Fatalf("queued %v: want the joined call's task at demand", st.Queued)
 	}

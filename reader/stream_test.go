@@ -268,7 +268,7 @@ func TestIdleStreamRefills(t *testing.T) {
 func allCached(r *Reader, pc Cache, obj fetcher.Object, parts int) func() bool {
 	return func() bool {
 		for i := range int64(parts) {
-			if !pc.Contains(r.cacheKey(keyOfPart(obj, i))) {
+			if !pc.Contains(r.cfg.cacheKey(keyOfPart(obj, i))) {
 				return false
 			}
 		}
