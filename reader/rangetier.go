@@ -160,49 +160,55 @@ func (rt *rangeTier) fetchRange(rg prefetch.Range, open bool) {
 	}
 	rt.mu.Unlock()
 	rt.stats.RangesPrefetched.Add(1)
+	rt.sched.Submit(obj.Key, rg.Prio, func(ctx context.Context) { rt.fetchBlocks(ctx, obj, b0, b1, open) })
+}
+
+// fetchBlocks is the task of a range fetch: one GET of blocks b0 to b1
+// of obj, kept in memory and stored in the disk cache, then the blocks
+// marked fetched; the last open range to end starts the fills deferred
+// for it.
+func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, b0, b1 int64, open bool) {
 	lo, hi := b0*RangeBlock, min((b1+1)*RangeBlock, obj.Size)
-	rt.sched.Submit(obj.Key, rg.Prio, func(ctx context.Context) {
-		buf := make([]byte, hi-lo)
-		err := guard(fmt.Sprintf("fetch %s [%d,%d) for the range tier", obj.Key, lo, hi), func() error {
-			return rt.store.ReadRange(ctx, obj, lo, buf)
-		})
-		select {
-		case <-rt.stop:
-			err = ErrClosed // nothing is stored after Close
-		default:
-		}
-		if err == nil {
-			rt.stats.RangeTierBytes.Add(int64(len(buf)))
-			rt.stats.FetchedBytes.Add(int64(len(buf)))
-			for b := b0; b <= b1; b++ {
-				k := keyOfPart(obj, b)
-				data := bytes.Clone(buf[(b-b0)*RangeBlock : min((b-b0+1)*RangeBlock, int64(len(buf)))]) // exact bytes in the LRU
-				rt.keepBlock(k, data)
-				if perr := rt.cache.PutSummed(context.Background(), rt.cfg.rangeCacheKey(k), data, nil); perr != nil {
-					rt.cfg.Logger.Debug("range-tier block not cached", "key", obj.Key, "block", b, "err", perr)
-				}
-			}
-		} else if ctx.Err() == nil {
-			rt.cfg.Logger.Debug("range-tier fetch failed", "key", obj.Key, "err", err)
-		}
-		rt.mu.Lock()
-		for b := b0; b <= b1; b++ {
-			delete(rt.fetching, keyOfPart(obj, b))
-		}
-		var fills []prefetch.Fill
-		if open {
-			if rt.pending--; rt.pending == 0 {
-				fills, rt.deferred = rt.deferred, nil
-			}
-		}
-		rt.mu.Unlock()
-		if first := rt.first.Load(); first != 0 {
-			rt.stats.OpenPrefetchNanos.Store(time.Now().UnixNano() - first)
-		}
-		for _, f := range fills {
-			rt.r.cursors.startFill(f.Group, f.Objects, 0, f.Once)
-		}
+	buf := make([]byte, hi-lo)
+	err := guard(fmt.Sprintf("fetch %s [%d,%d) for the range tier", obj.Key, lo, hi), func() error {
+		return rt.store.ReadRange(ctx, obj, lo, buf)
 	})
+	select {
+	case <-rt.stop:
+		err = ErrClosed // nothing is stored after Close
+	default:
+	}
+	if err == nil {
+		rt.stats.RangeTierBytes.Add(int64(len(buf)))
+		rt.stats.FetchedBytes.Add(int64(len(buf)))
+		for b := b0; b <= b1; b++ {
+			k := keyOfPart(obj, b)
+			data := bytes.Clone(buf[(b-b0)*RangeBlock : min((b-b0+1)*RangeBlock, int64(len(buf)))]) // exact bytes in the LRU
+			rt.keepBlock(k, data)
+			if perr := rt.cache.PutSummed(context.Background(), rt.cfg.rangeCacheKey(k), data, nil); perr != nil {
+				rt.cfg.Logger.Debug("range-tier block not cached", "key", obj.Key, "block", b, "err", perr)
+			}
+		}
+	} else if ctx.Err() == nil {
+		rt.cfg.Logger.Debug("range-tier fetch failed", "key", obj.Key, "err", err)
+	}
+	rt.mu.Lock()
+	for b := b0; b <= b1; b++ {
+		delete(rt.fetching, keyOfPart(obj, b))
+	}
+	var fills []prefetch.Fill
+	if open {
+		if rt.pending--; rt.pending == 0 {
+			fills, rt.deferred = rt.deferred, nil
+		}
+	}
+	rt.mu.Unlock()
+	if first := rt.first.Load(); first != 0 {
+		rt.stats.OpenPrefetchNanos.Store(time.Now().UnixNano() - first)
+	}
+	for _, f := range fills {
+		rt.r.cursors.startFill(f.Group, f.Objects, 0, f.Once)
+	}
 }
 
 // read fills p with the bytes at off within part k from the
