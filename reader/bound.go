@@ -35,3 +35,6 @@ func (r *Reader) MemoryBound() Bound {
 	}
 	return b
 }
+
+// PartSize is the size of r's parts (Config.PartSize, defaults applied).
+func (r *Reader) PartSize() int64 { return r.cfg.PartSize }

@@ -3,13 +3,13 @@ package reader
 // partBuf is the buffer of one part's bytes, shared by everything that
 // reads it and given back to the pool when the last of them lets go.
 //
-// Its owners each hold one ref, taken and dropped under Reader.mu:
+// Its owners each hold one ref, taken and dropped under partTable.mu:
 //   - the part's fetch, from the call's creation until the part is
-//     stored (finishCall) or the call fails;
+//     stored (partTable.finish) or the call fails;
 //   - each reader waiting on the call or copying from its bytes
-//     (joinLocked, then waitCall or a borrowed reply's release);
+//     (joinLocked, then wait or a borrowed reply's release);
 //   - the memory tier, while it keeps the part (memtier.go);
-//   - a stream, while it holds the part for its reader (stream.go).
+//   - a stream's window, while it holds the part (held.go).
 //
 // INVARIANT: data is nil until a fetch publishes its bytes, and from
 // then on is never written; refs > 0 while data is not nil; when refs
@@ -19,18 +19,25 @@ type partBuf struct {
 	refs int
 }
 
-// retainLocked takes one more ref of b. r.mu must be held.
-func (r *Reader) retainLocked(b *partBuf) { b.refs++ }
+// retainLocked takes one more ref of b. t.mu must be held.
+func (t *partTable) retainLocked(b *partBuf) { b.refs++ }
+
+// release drops one ref of b; see releaseLocked.
+func (t *partTable) release(b *partBuf) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.releaseLocked(b)
+}
 
 // releaseLocked drops one ref of b and recycles its bytes after the
-// last. r.mu must be held.
-func (r *Reader) releaseLocked(b *partBuf) {
+// last. t.mu must be held.
+func (t *partTable) releaseLocked(b *partBuf) {
 	b.refs--
 	if b.refs < 0 {
 		panic("reader: part buffer released more often than retained")
 	}
 	if b.refs == 0 && b.data != nil {
-		r.putBuf(b.data)
+		t.putBuf(b.data)
 		b.data = nil
 	}
 }
@@ -40,14 +47,14 @@ func (r *Reader) releaseLocked(b *partBuf) {
 // shorter parts of objects (a copy of a shard meets one per file) reuse
 // them instead of leaving a part's worth of garbage each; smaller ones
 // are left to the collector.
-func (r *Reader) getBuf(n int64) []byte {
-	if n > r.cfg.PartSize/2 {
+func (t *partTable) getBuf(n int64) []byte {
+	if n > t.partSize/2 {
 		select {
-		case b := <-r.bufs:
+		case b := <-t.pool:
 			return b[:n]
 		default:
 		}
-		return make([]byte, n, r.cfg.PartSize)
+		return make([]byte, n, t.partSize)
 	}
 	return make([]byte, n)
 }
@@ -55,12 +62,12 @@ func (r *Reader) getBuf(n int64) []byte {
 // putBuf recycles a buffer from getBuf with a whole part's capacity;
 // others are left to the collector. The pool holds at most one buffer
 // per worker.
-func (r *Reader) putBuf(b []byte) {
-	if int64(cap(b)) != r.cfg.PartSize {
+func (t *partTable) putBuf(b []byte) {
+	if int64(cap(b)) != t.partSize {
 		return
 	}
 	select {
-	case r.bufs <- b[:cap(b)]:
+	case t.pool <- b[:cap(b)]:
 	default:
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/segfs/segfs/cache"
@@ -12,7 +13,7 @@ import (
 )
 
 // partCall is one fetch of a whole part, shared by every reader that wants
-// it (single-flight). The call stays in Reader.inflight from its creation
+// it (single-flight). The call stays in the part table from its creation
 // until the part is in the disk cache (or was refused), so that readers
 // arriving meanwhile copy from its buffer instead of fetching again; a
 // failed call leaves as its error is published.
@@ -26,7 +27,7 @@ type partCall struct {
 	buf   *partBuf      // holds the fetch's ref until finishCall
 	fill  *fill         // the background fill that queued it, if one did (fill.go)
 
-	// Guarded by Reader.mu.
+	// Guarded by partTable.mu.
 	task *prefetch.Task // nil until submitted
 	sums *cache.Sums    // the part's block checksums, if the cache takes them
 	// err is set, or buf.data published, before done is closed, and
@@ -37,19 +38,68 @@ type partCall struct {
 	ranges  []*prefetch.Task  // the other ranges' tasks while a split fetch runs (split.go)
 }
 
+// partFetches run the part calls: each fetch is a scheduler task that
+// fills the part's buffer, publishes it to its readers through the part
+// table, and hands it to the writers, which store it in the disk cache
+// (or the memory tier, if the disk refuses it) and finish the call. The
+// fetch goroutine does not wait for the disk: it goes on to the next
+// fetch unless every writer is busy, which bounds the fetched parts held
+// in memory.
+type partFetches struct {
+	// Constant after newPartFetches.
+	r     *Reader // for its hooks, cursors and promoter
+	store fetcher.Store
+	cache Cache
+	sched *prefetch.Scheduler
+	cfg   Config
+	stats *Stats
+	parts *partTable
+	putq  chan *partCall // hands fetched parts to the writers; closed by close
+
+	senders sync.WaitGroup // fetches sending to putq; Add only while the part table is open
+	writers sync.WaitGroup
+}
+
+func newPartFetches(r *Reader) *partFetches {
+	return &partFetches{
+		r: r, store: r.store, cache: r.cache, sched: r.sched, cfg: r.cfg, stats: &r.stats, parts: r.parts,
+		putq: make(chan *partCall), // a hand-off: no parts queued beyond the writers
+	}
+}
+
+// startWriters starts cfg.Writers writers, which run until close.
+func (pf *partFetches) startWriters() {
+	pf.writers.Add(pf.cfg.Writers)
+	for range pf.cfg.Writers {
+		go pf.writer()
+	}
+}
+
+// close waits for the writers to store the parts handed over. With
+// first (the part table has just been closed, so no fetch starts
+// sending any more) it ends the hand-off once the fetches sending to it
+// have sent.
+func (pf *partFetches) close(first bool) {
+	if first {
+		pf.senders.Wait()
+		close(pf.putq)
+	}
+	pf.writers.Wait()
+}
+
 // startPart makes sure part idx of obj is in flight at prio or higher,
 // unless it is cached.
-func (r *Reader) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority) {
-	r.newCall(obj.Key, obj, idx, prio, nil, false)
+func (pf *partFetches) startPart(obj fetcher.Object, idx int64, prio prefetch.Priority) {
+	pf.newCall(obj.Key, obj, idx, prio, nil, false)
 }
 
 // startDemand starts part idx of obj for a reader that waits on it, if
 // nothing holds, caches or fetches it yet, and returns the call with a
-// ref of the reader's, to wait on with waitCall; else it returns nil. A
+// ref of the reader's, to wait on with partTable.wait; else it returns nil. A
 // reader waits on the fetch it started even if that fails at once: it
 // then has its own attempt's error, not a second attempt.
-func (r *Reader) startDemand(obj fetcher.Object, idx int64) *partCall {
-	return r.newCall(obj.Key, obj, idx, prefetch.Demand, nil, true)
+func (pf *partFetches) startDemand(obj fetcher.Object, idx int64) *partCall {
+	return pf.newCall(obj.Key, obj, idx, prefetch.Demand, nil, true)
 }
 
 // newCall starts a fetch of part idx of obj in the scheduler group
@@ -59,123 +109,34 @@ func (r *Reader) startDemand(obj fetcher.Object, idx int64) *partCall {
 // A part in flight already is raised to prio instead; a part held,
 // kept in memory or cached is left alone. With join, the caller becomes
 // a reader of the call it creates, which it returns.
-func (r *Reader) newCall(group string, obj fetcher.Object, idx int64, prio prefetch.Priority, f *fill, join bool) *partCall {
+func (pf *partFetches) newCall(group string, obj fetcher.Object, idx int64, prio prefetch.Priority, f *fill, join bool) *partCall {
 	k := keyOfPart(obj, idx)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	if pf.parts.present(k, prio) {
 		return nil
 	}
-	if call := r.inflight[k]; call != nil {
-		call.prio = max(call.prio, prio)
-		task, ranges := call.task, call.ranges
-		r.mu.Unlock()
-		if task != nil { // else its creator raises it once submitted
-			r.sched.Raise(task, prio)
-		}
-		for _, t := range ranges {
-			r.sched.Raise(t, prio)
-		}
-		return nil
-	}
-	if r.heldLocked(k) != nil || r.mem.has(k) {
-		r.mu.Unlock()
-		return nil
-	}
-	r.mu.Unlock()
-	if ck := r.cacheKey(k); r.cache.Contains(ck) {
+	if ck := pf.cfg.cacheKey(k); pf.cache.Contains(ck) {
 		if prio == prefetch.Readahead {
-			r.cache.WillNeed(ck) // a hint; direct cache I/O reads part files past the page cache
+			pf.cache.WillNeed(ck) // a hint; direct cache I/O reads part files past the page cache
 		}
 		return nil
 	}
-
 	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), gone: make(chan struct{}),
 		buf: &partBuf{refs: 1}, prio: prio, fill: f}
-	r.mu.Lock()
-	if r.closed || r.inflight[k] != nil {
-		r.mu.Unlock()
-		return nil // lost a race to another reader, who started it
+	if !pf.parts.insert(call, join) {
+		return nil // closed, or lost a race to another reader, who started it
 	}
-	r.inflight[k] = call
-	r.stats.InflightParts.Add(1)
-	if join {
-		r.retainLocked(call.buf) // the reader's, released by waitCall
-	}
-	if f != nil {
-		f.active++
-	}
-	r.checkLocked()
-	r.mu.Unlock()
-	r.stats.started(prio).Add(1)
-	if r.beforeSubmit != nil {
-		r.beforeSubmit(call)
-	}
-	// Submit outside mu: after the scheduler is closed it runs the task
-	// at once, on this goroutine.
+	pf.stats.started(prio).Add(1)
+	pf.r.hooks.submitting(call)
+	// Submit outside the table's lock: after the scheduler is closed it
+	// runs the task at once, on this goroutine.
 	// The part's length is its cost under the background cap
 	// (prefetch.Config.BackgroundRate).
-	task := r.sched.SubmitCost(group, prio, r.partLen(obj, idx), func(ctx context.Context) { r.runFetch(ctx, call) })
-	r.mu.Lock()
-	call.task = task
-	now := call.prio // raised by a reader that joined before the task existed
-	r.mu.Unlock()
-	if now > prio {
-		r.sched.Raise(task, now)
-	}
+	task := pf.sched.SubmitCost(group, prio, pf.cfg.partLen(obj, idx), func(ctx context.Context) { pf.runFetch(ctx, call) })
+	pf.parts.submitted(call, task, prio)
 	if !join {
 		return nil
 	}
 	return call
-}
-
-// joinLocked makes the caller one more reader of call, which is then
-// demand work, and returns its tasks (the call's, if it has one yet, and
-// those of its ranges while a split fetch runs), to be raised by
-// raiseJoined once r.mu is released. r.mu must be held.
-func (r *Reader) joinLocked(call *partCall) []*prefetch.Task {
-	r.retainLocked(call.buf)
-	call.prio = prefetch.Demand
-	tasks := make([]*prefetch.Task, 0, 1+len(call.ranges))
-	if call.task != nil {
-		tasks = append(tasks, call.task)
-	}
-	return append(tasks, call.ranges...)
-}
-
-// raiseJoined counts a join and raises its call's tasks to demand: a
-// reader waits on them.
-func (r *Reader) raiseJoined(tasks []*prefetch.Task) {
-	r.stats.Joins.Add(1)
-	for _, t := range tasks {
-		r.sched.Raise(t, prefetch.Demand)
-	}
-}
-
-// waitCall waits for call and copies its bytes at off into p. It holds one
-// of the call's buffer refs, which it releases.
-func (r *Reader) waitCall(ctx context.Context, call *partCall, p []byte, off int64) error {
-	if waited(call.done) {
-		markTier(ctx, TierRemote)
-	} else {
-		markTier(ctx, TierHeld) // fetched, not yet stored: in its buffer
-	}
-	select {
-	case <-call.done:
-	case <-ctx.Done():
-		r.mu.Lock()
-		r.releaseLocked(call.buf)
-		r.mu.Unlock()
-		return ctx.Err()
-	}
-	err := call.err
-	if err == nil {
-		copy(p, call.buf.data[off:])
-	}
-	r.mu.Lock()
-	r.releaseLocked(call.buf)
-	r.mu.Unlock()
-	return err
 }
 
 // runFetch is the scheduler task of a part: fetch, publish to waiters,
@@ -183,132 +144,84 @@ func (r *Reader) waitCall(ctx context.Context, call *partCall, p []byte, off int
 // the memory tier if the disk refuses it). The fetch goroutine does not
 // wait for the disk: it goes on to the next fetch unless every writer is
 // busy.
-func (r *Reader) runFetch(ctx context.Context, call *partCall) {
-	n := r.partLen(call.obj, call.key.idx)
-	buf := r.getBuf(n)
-	sums := r.cache.NewSums(buf)
+func (pf *partFetches) runFetch(ctx context.Context, call *partCall) {
+	n := pf.cfg.partLen(call.obj, call.key.idx)
+	buf := pf.parts.getBuf(n)
+	sums := pf.cache.NewSums(buf)
 	var progress func(int)
 	if sums != nil {
 		progress = sums.Filled
 	}
 	start := time.Now()
-	r.receiving.Add(1)
+	pf.parts.receiving.Add(1)
 	err := guard(fmt.Sprintf("fetch %s part %d", call.obj.Key, call.key.idx), func() error {
-		return r.fetchPart(ctx, call, buf, sums, progress)
+		return pf.fetchPart(ctx, call, buf, sums, progress)
 	})
-	r.receiving.Add(-1)
-	r.stats.FetchNanos.Add(int64(time.Since(start)))
+	pf.parts.receiving.Add(-1)
+	pf.stats.FetchNanos.Add(int64(time.Since(start)))
 	if err != nil {
-		r.stats.FetchErrors.Add(1)
+		pf.stats.FetchErrors.Add(1)
 	} else {
-		r.stats.PartsFetched.Add(1)
-		r.stats.FetchedBytes.Add(n)
+		pf.stats.PartsFetched.Add(1)
+		pf.stats.FetchedBytes.Add(n)
 	}
-
-	r.mu.Lock()
-	if err == nil {
-		call.buf.data, call.sums = buf, sums
-	} else {
-		// A failed call leaves the in-flight map as its error is
-		// published: a reader that arrives after it ended starts a new
-		// fetch instead of taking an error from an attempt it never
-		// waited on.
-		call.err = err
-		r.removeLocked(call)
-	}
-	call.fetched = true
-	close(call.done)
-	r.mu.Unlock()
-	if r.afterPublish != nil {
-		r.afterPublish(call)
-	}
+	pf.parts.publish(call, buf, sums, err)
+	pf.r.hooks.published(call)
 
 	if err != nil {
-		r.putBuf(buf) // never published: no reader has it
-		r.finishCall(call, false)
+		pf.parts.putBuf(buf) // never published: no reader has it
+		pf.finishCall(call, false)
 		return
 	}
-	if !r.queuePut(call) {
-		r.finishCall(call, false) // closed: not cached
+	if !pf.queuePut(call) {
+		pf.finishCall(call, false) // closed: not cached
 	}
 }
 
 // queuePut hands a fetched part to a writer, waiting while all are busy
 // (which bounds the fetched parts held in memory). It returns false if the
 // Reader is closed.
-func (r *Reader) queuePut(call *partCall) bool {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+func (pf *partFetches) queuePut(call *partCall) bool {
+	if !pf.parts.whileOpen(func() { pf.senders.Add(1) }) {
 		return false
 	}
-	r.senders.Add(1)
-	r.mu.Unlock()
-	defer r.senders.Done()
-	r.putq <- call // the writers take parts until every sender is done
+	defer pf.senders.Done()
+	pf.putq <- call // the writers take parts until every sender is done
 	return true
 }
 
 // writer stores the parts handed over by runFetch until putq is closed.
-func (r *Reader) writer() {
-	defer r.writers.Done()
-	for call := range r.putq {
-		r.storePart(call)
+func (pf *partFetches) writer() {
+	defer pf.writers.Done()
+	for call := range pf.putq {
+		pf.storePart(call)
 	}
 }
 
 // storePart stores a fetched part in the disk cache, or keeps it in the
 // memory tier if the disk refuses it, and ends its call.
-func (r *Reader) storePart(call *partCall) {
+func (pf *partFetches) storePart(call *partCall) {
 	start := time.Now()
 	// A write handed over is finished even while the Reader closes (Close
 	// waits for it): the bytes were fetched, and there are few writers.
-	err := r.cache.PutSummed(context.Background(), r.cacheKey(call.key), call.buf.data, call.sums)
-	r.stats.PutNanos.Add(int64(time.Since(start)))
+	err := pf.cache.PutSummed(context.Background(), pf.cfg.cacheKey(call.key), call.buf.data, call.sums)
+	pf.stats.PutNanos.Add(int64(time.Since(start)))
 	if err != nil {
 		if errors.Is(err, cache.ErrNoSpace) {
-			r.stats.NoSpace.Add(1)
+			pf.stats.NoSpace.Add(1)
 		} else {
-			r.cfg.Logger.Warn("caching part failed; keeping it in memory", "key", call.obj.Key, "part", call.key.idx, "err", err)
+			pf.cfg.Logger.Warn("caching part failed; keeping it in memory", "key", call.obj.Key, "part", call.key.idx, "err", err)
 		}
 	}
-	r.finishCall(call, err != nil)
+	pf.finishCall(call, err != nil)
 	if err == nil {
-		r.promote(call.obj)
+		pf.r.whole.request(call.obj)
 	}
 }
 
-// finishCall removes a part's call from the in-flight map, gives its
-// bytes to the memory tier if keep is set, or to its object's stream if
-// one wants them, and drops the fetch's ref.
-func (r *Reader) finishCall(call *partCall, keep bool) {
-	defer r.callEnded(call)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.removeLocked(call)
-	switch {
-	case r.closed || call.buf.data == nil:
-	case keep:
-		r.keepLocked(call.key, call.buf)
-	default:
-		r.holdLocked(call) // for a stream behind it (stream.go)
-	}
-	r.releaseLocked(call.buf)
-	r.checkLocked()
-}
-
-// removeLocked takes call out of the in-flight map, if it is still
-// there (a failed call leaves it early, and a new call of the same part
-// may have taken its place since), and out of its fill's window. r.mu
-// must be held.
-func (r *Reader) removeLocked(call *partCall) {
-	if r.inflight[call.key] != call {
-		return
-	}
-	delete(r.inflight, call.key)
-	close(call.gone)
-	r.stats.InflightParts.Add(-1)
-	if call.fill != nil {
-		call.fill.active--
-	}
+// finishCall ends a part's call in the part table (keep: its bytes go
+// to the memory tier) and tells its fill.
+func (pf *partFetches) finishCall(call *partCall, keep bool) {
+	pf.parts.finish(call, keep)
+	pf.r.cursors.callEnded(call)
 }

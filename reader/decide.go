@@ -1,7 +1,5 @@
 package reader
 
-import "github.com/segfs/segfs/prefetch"
-
 // The read decisions, as pure functions of what the Reader knows: which
 // parts a logical read touches and how it waits for them (planRead), and
 // where each part read is served from (choose). They do no I/O and take
@@ -38,12 +36,12 @@ type readPlan struct {
 // will. The further parts a read spans are started at once, before it
 // waits on the first, but not for a small read: a part started at demand
 // would make it wait for the whole part instead of its range.
-func (r *Reader) planRead(size, off, n int64, streaming, byRef bool) readPlan {
-	ps := r.cfg.PartSize
+func (c Config) planRead(size, off, n int64, streaming, byRef bool) readPlan {
+	ps := c.PartSize
 	p := readPlan{end: min(off+n, size)}
 	p.first, p.last = off/ps, (p.end-1)/ps
 	firstLen := min(ps, size-p.first*ps)
-	p.small = !streaming && p.end-off <= r.cfg.SmallRead && firstLen > r.cfg.SmallRead
+	p.small = !streaming && p.end-off <= c.SmallRead && firstLen > c.SmallRead
 	p.startFrom = p.first + 1
 	if p.small {
 		p.startFrom = p.last + 1
@@ -64,6 +62,7 @@ const (
 	fromRange                      // a GET of the read's own range
 	fromRangeAndPart               // that, and the part queued in the background
 	fromFetch                      // a new fetch of the part, waited on
+	numSources
 )
 
 func (s source) String() string {
@@ -71,7 +70,7 @@ func (s source) String() string {
 }
 
 // partView is what the Reader knows of a part when a read decides where
-// to get it. disk is only looked at (outside Reader.mu) once no tier in
+// to get it. disk is only looked at (outside partTable.mu) once no tier in
 // memory has the part.
 type partView struct {
 	memory bool // in the memory tier
@@ -109,14 +108,4 @@ func choose(v partView, small, retry bool) source {
 		return fromRange
 	}
 	return fromFetch
-}
-
-// viewLocked returns what the Reader holds of part k in memory; disk is
-// left false. r.mu must be held.
-func (r *Reader) viewLocked(k partKey) partView {
-	v := partView{memory: r.mem.has(k), held: r.heldLocked(k) != nil}
-	if call := r.inflight[k]; call != nil {
-		v.call, v.callReady, v.callWaited = true, call.fetched, call.prio == prefetch.Demand
-	}
-	return v
 }

@@ -35,7 +35,7 @@ func TestChoose(t *testing.T) {
 // TestPlanRead: which parts a logical read spans, which it starts before
 // waiting, and whether it is small, borrowed or split in parallel.
 func TestPlanRead(t *testing.T) {
-	r := &Reader{cfg: Config{PartSize: 1000, SmallRead: 100}}
+	cfg := Config{PartSize: 1000, SmallRead: 100}
 	for _, tc := range []struct {
 		name           string
 		size, off, n   int64
@@ -59,7 +59,7 @@ func TestPlanRead(t *testing.T) {
 		{"small in a short part is not small", 1050, 1010, 20, false, false,
 			readPlan{end: 1030, first: 1, last: 1, startFrom: 2}},
 	} {
-		if got := r.planRead(tc.size, tc.off, tc.n, tc.streaming, tc.ref); got != tc.want {
+		if got := cfg.planRead(tc.size, tc.off, tc.n, tc.streaming, tc.ref); got != tc.want {
 			t.Errorf("%s: planRead(%d, %d, %d) = %+v, want %+v", tc.name, tc.size, tc.off, tc.n, got, tc.want)
 		}
 	}

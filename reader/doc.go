@@ -14,23 +14,39 @@
 // Which file owns each step of a read:
 //   - handle.go: the edge's interface (Serve, Open, Handle.Read, Close,
 //     OpenWhole).
-//   - reader.go: a logical read (ReadAt, ReadAtRef): readahead, the
-//     parts it spans, borrowing a part's buffer.
+//   - reader.go: the Reader and a logical read (ReadAt, ReadAtRef):
+//     readahead, the parts it spans, borrowing a part's buffer.
 //   - decide.go: the decisions, as pure functions: the plan of a
 //     logical read and the tier each part read is served from, in the
 //     order memory, held, in flight, disk, remote.
-//   - calls.go: single-flight part calls, the writers that store fetched
-//     parts, and their hand-off to the memory tier or a stream.
-//   - ranges.go: range GETs of cold small reads; split.go: one part
+//   - parttable.go: the part table, the one owner of the parts' shared
+//     state (calls in flight, buffer refs, held parts, the memory tier)
+//     under its own lock, with a small API: start or join a call,
+//     publish, finish, release, hold; it serves the tiers in memory.
+//     buffer.go: part buffers, their refs and pool; memtier.go: parts
+//     the disk refused; held.go: the streams' windows and held parts.
+//   - parttiers.go: the tiers below the part table (disk, range GET,
+//     fetch), one small type each, that a part read falls through in
+//     the order choose gives.
+//   - calls.go: the part fetches (partFetches): single-flight calls run
+//     on the scheduler, the writers that store fetched parts, and their
+//     hand-off to the memory tier or a stream; split.go: one part
 //     fetched as several GETs when workers are idle.
-//   - stream.go: following a sequential reader; memtier.go: parts the
-//     disk refused; buffer.go: part buffers and their owners.
-//   - fill.go: the background fills and the prefetch policies' plans.
+//   - ranges.go: range GETs of cold small reads, under their own lock.
+//   - cursors.go: the cursors over objects, under their own lock:
+//     stream.go follows a sequential reader, fill.go runs the
+//     background fills and the prefetch policies' plans.
 //   - rangetier.go: the range tier, the heads and tails of an index's
 //     files fetched ahead when its directory is first seen.
-//   - whole.go: promotion to whole-object files for passthrough opens.
+//   - warm.go: segfs warm; whole.go: promotion to whole-object files for
+//     passthrough opens (promoter); profile.go: the learned open profile
+//     (learner); keys.go: the disk cache's keys.
 //   - frames.go, framebudget.go: seekable zstd frames, decoded within a
-//     memory budget; entry.go: Entry, the file read (package entry).
+//     memory budget; entry.go: Entry, the file read (package entry);
+//     bound.go: the engine's memory bound (MemoryBound).
+//   - invariants.go: the race builds' checks of the part table and of
+//     the cursors; hooks.go: the points tests stop the engine at (nil in
+//     production).
 //
 // Invariants:
 //   - Every byte served for an object comes from that exact version:
@@ -47,14 +63,24 @@
 //   - The memory tier holds at most MemoryLimit bytes; streams hold at
 //     most MaxReadahead+1 parts together with the fetches receiving.
 //   - A fill keeps at most fillWindow of its parts queued or in flight.
-//   - checkInvariantsLocked states the rest; builds with the race
-//     detector check it after every change of state.
+//   - The part table states its own invariants (partTable), the
+//     streams and fills theirs (cursors, stream, fill); builds with the
+//     race detector check them after every change of state
+//     (invariants.go).
 //
-// Lock order: Reader.mu before promoter.mu; Reader.mu, and the range
-// GETs' own rangeGets.mu, before the scheduler's lock (the scheduler
-// never calls back into the Reader while holding its own). Reader.mu
-// and rangeGets.mu are never held together. FrameReader.mu, the decode
-// budget's lock and the range tier's rangeTier.mu are never held while
-// another is taken. The disk cache is only called without Reader.mu
-// held.
+// Lock order, each lock taken only after those above it:
+//
+//	cursors.mu    (streams, fills, the Once set; cursors.go)
+//	partTable.mu  (calls, buffer refs, held parts, memory tier; parttable.go)
+//	the scheduler's lock
+//
+// promoter.mu is taken under cursors.mu (a fill reaching an object asks
+// for its promotion) and never with partTable.mu; rangeGets.mu is taken
+// before the scheduler's lock (a reader giving up cancels its GET) and
+// never with cursors.mu or partTable.mu. The scheduler never calls back
+// into the engine while holding its own lock. FrameReader.mu, the
+// decode budget's lock, rangeTier.mu and learner.mu take no other lock
+// of the engine. The disk cache is only called with neither cursors.mu
+// nor partTable.mu held. The Reader itself has no lock: it is the
+// façade over these parts.
 package reader

@@ -36,8 +36,8 @@ import (
 // returns.
 const fillScan = 256
 
-// fill is one background fill. group and once are constant; the rest is
-// guarded by Reader.mu.
+// fill is one background fill. group and once are constant; active is
+// guarded by partTable.mu, the rest by cursors.mu.
 type fill struct {
 	group string
 	// once marks each object as prefetched when the cursor reaches it
@@ -45,14 +45,14 @@ type fill struct {
 	once bool
 
 	cur     *prefetch.Cursor
-	active  int  // INVARIANT: the calls in Reader.inflight whose fill is this one
+	active  int  // INVARIANT: the calls in the part table whose fill is this one
 	pumping bool // a pump runs: others only ask it to go round again
 	again   bool
 }
 
 // fillWindow is how many parts one fill keeps queued or running: enough
 // for every worker that background work may take.
-func (r *Reader) fillWindow() int { return r.sched.Workers() }
+func (c *cursors) fillWindow() int { return c.sched.Workers() }
 
 // runPlan carries out what a prefetch policy asked for.
 func (r *Reader) runPlan(p prefetch.Plan) { r.runPlanOf(p, false) }
@@ -61,41 +61,41 @@ func (r *Reader) runPlan(p prefetch.Plan) { r.runPlanOf(p, false) }
 // open's bytes: fills wait for them (rangetier.go).
 func (r *Reader) runPlanOf(p prefetch.Plan, open bool) {
 	for _, pt := range p.Parts {
-		if pt.Index*r.cfg.PartSize < pt.Obj.Size && !r.cache.Contains(r.cacheKey(keyOfPart(pt.Obj, pt.Index))) {
-			r.startPart(pt.Obj, pt.Index, pt.Prio)
+		if pt.Index*r.cfg.PartSize < pt.Obj.Size && !r.cache.Contains(r.cfg.cacheKey(keyOfPart(pt.Obj, pt.Index))) {
+			r.fetches.startPart(pt.Obj, pt.Index, pt.Prio)
 		}
 	}
 	for _, rg := range p.Ranges {
-		r.fetchRange(rg, open)
+		r.rtier.fetchRange(rg, open)
 	}
-	if len(p.Fills) == 0 || r.deferFills(p.Fills) {
+	if len(p.Fills) == 0 || r.rtier.deferFills(p.Fills) {
 		return
 	}
 	for _, f := range p.Fills {
-		r.startFill(f.Group, f.Objects, 0, f.Once)
+		r.cursors.startFill(f.Group, f.Objects, 0, f.Once)
 	}
 }
 
 // startFill starts a fill of objs in group, from part next of objs[0].
-func (r *Reader) startFill(group string, objs []fetcher.Object, next int64, once bool) {
+func (c *cursors) startFill(group string, objs []fetcher.Object, next int64, once bool) {
 	if len(objs) == 0 {
 		return
 	}
 	f := &fill{group: group, once: once, cur: prefetch.NewCursor(objs, next)}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	c.mu.Lock()
+	if c.parts.isClosed() {
+		c.mu.Unlock()
 		return
 	}
-	r.arriveLocked(f)
-	r.mu.Unlock()
-	r.pump(f)
+	c.arriveLocked(f)
+	c.mu.Unlock()
+	c.pump(f)
 }
 
 // arriveLocked registers f as the fill on its cursor's object (or ends
 // it), marking the object prefetched for a fill that runs once per
-// object. r.mu must be held.
-func (r *Reader) arriveLocked(f *fill) {
+// object. c.mu must be held.
+func (c *cursors) arriveLocked(f *fill) {
 	for {
 		obj, ok := f.cur.Object()
 		if !ok {
@@ -103,59 +103,59 @@ func (r *Reader) arriveLocked(f *fill) {
 		}
 		k := keyOfObject(obj)
 		if f.once && f.cur.Part() == 0 {
-			if r.prefetched[k] {
+			if c.prefetched[k] {
 				f.cur.Skip()
 				continue
 			}
-			r.prefetched[k] = true
-			r.promote(obj) // built now if every part was cached already
+			c.prefetched[k] = true
+			c.r.whole.request(obj) // built now if every part was cached already
 		}
-		r.fills[k] = f
+		c.fills[k] = f
 		return
 	}
 }
 
-// leaveLocked moves f's cursor to its next object. r.mu must be held.
-func (r *Reader) leaveLocked(f *fill) {
+// leaveLocked moves f's cursor to its next object. c.mu must be held.
+func (c *cursors) leaveLocked(f *fill) {
 	obj, _ := f.cur.Object()
-	if k := keyOfObject(obj); r.fills[k] == f {
-		delete(r.fills, k)
+	if k := keyOfObject(obj); c.fills[k] == f {
+		delete(c.fills, k)
 	}
 	f.cur.Skip()
-	r.arriveLocked(f)
+	c.arriveLocked(f)
 }
 
 // pump queues parts of f until its window is full, its scan budget is
 // spent or it has no parts left. Any goroutine may call it without
-// r.mu; concurrent calls fold into one.
-func (r *Reader) pump(f *fill) {
-	r.mu.Lock()
+// c.mu; concurrent calls fold into one.
+func (c *cursors) pump(f *fill) {
+	c.mu.Lock()
 	if f.pumping {
 		f.again = true
-		r.mu.Unlock()
+		c.mu.Unlock()
 		return
 	}
 	f.pumping = true
 	for {
 		f.again = false
-		for scanned := 0; !r.closed && f.active < r.fillWindow() && scanned < fillScan; {
+		for scanned := 0; scanned < fillScan && c.parts.room(f, c.fillWindow()); {
 			obj, ok := f.cur.Object()
 			if !ok {
 				break
 			}
-			if f.cur.Part()*r.cfg.PartSize >= obj.Size {
-				r.leaveLocked(f)
+			if f.cur.Part()*c.cfg.PartSize >= obj.Size {
+				c.leaveLocked(f)
 				continue
 			}
-			if st := r.streams[keyOfObject(obj)]; st != nil {
-				r.yieldToStreamLocked(st, f)
+			if st := c.streams[keyOfObject(obj)]; st != nil {
+				c.yieldToStreamLocked(st, f)
 				continue
 			}
 			idx := f.cur.Take()
 			scanned++
-			r.mu.Unlock()
-			r.newCall(f.group, obj, idx, prefetch.Background, f, false) // unless cached, held or in flight
-			r.mu.Lock()
+			c.mu.Unlock()
+			c.r.fetches.newCall(f.group, obj, idx, prefetch.Background, f, false) // unless cached, held or in flight
+			c.mu.Lock()
 		}
 		if !f.again {
 			break
@@ -163,23 +163,23 @@ func (r *Reader) pump(f *fill) {
 	}
 	f.pumping = false
 	_, more := f.cur.Object()
-	stalled := !r.closed && f.active == 0 && more
-	r.mu.Unlock()
+	stalled := more && c.parts.idle(f)
+	c.mu.Unlock()
 	if stalled {
 		// Only cached parts so far: nothing in flight will pump again.
-		r.sched.Submit(f.group, prefetch.Background, func(context.Context) { r.pump(f) })
+		c.sched.Submit(f.group, prefetch.Background, func(context.Context) { c.pump(f) })
 	}
 }
 
 // yieldToStreamLocked leaves the rest of st's object, from f's cursor,
-// to the stream, and moves f on. r.mu must be held.
-func (r *Reader) yieldToStreamLocked(st *stream, f *fill) {
+// to the stream, and moves f on. c.mu must be held.
+func (c *cursors) yieldToStreamLocked(st *stream, f *fill) {
 	obj, _ := f.cur.Object()
-	if parts, next := (obj.Size+r.cfg.PartSize-1)/r.cfg.PartSize, f.cur.Part(); next < parts {
+	if parts, next := (obj.Size+c.cfg.PartSize-1)/c.cfg.PartSize, f.cur.Part(); next < parts {
 		st.resumeAt(next)
-		r.stats.FillPaused.Add(parts - next)
+		c.stats.FillPaused.Add(parts - next)
 	}
-	r.leaveLocked(f)
+	c.leaveLocked(f)
 }
 
 // callEnded is told that call, queued by its fill, is out of the
@@ -187,28 +187,28 @@ func (r *Reader) yieldToStreamLocked(st *stream, f *fill) {
 // retries) ends the fill of its object: the object's other parts would
 // most likely fail alike, and an object whose listed size is a lie would
 // otherwise cost a GET for every part it claims. Reads still fetch what
-// they need. r.mu must not be held.
-func (r *Reader) callEnded(call *partCall) {
+// they need. c.mu must not be held.
+func (c *cursors) callEnded(call *partCall) {
 	f := call.fill
 	if f == nil {
 		return
 	}
 	if call.err != nil && !errors.Is(call.err, errFillPaused) {
-		r.mu.Lock()
+		c.mu.Lock()
 		if obj, ok := f.cur.Object(); ok && keyOfObject(obj) == call.key.obj {
-			r.stats.FillsAbandoned.Add(1)
-			r.leaveLocked(f)
+			c.stats.FillsAbandoned.Add(1)
+			c.leaveLocked(f)
 		}
-		r.mu.Unlock()
+		c.mu.Unlock()
 	}
-	r.pump(f)
+	c.pump(f)
 }
 
 // refill starts a fill of obj's parts from idx, the first part a stream
 // took back or left to its reads, in the object's own group; idx < 0
 // means none.
-func (r *Reader) refill(obj fetcher.Object, idx int64) {
+func (c *cursors) refill(obj fetcher.Object, idx int64) {
 	if idx >= 0 {
-		r.startFill(obj.Key, []fetcher.Object{obj}, idx, false)
+		c.startFill(obj.Key, []fetcher.Object{obj}, idx, false)
 	}
 }

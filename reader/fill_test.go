@@ -71,7 +71,7 @@ func TestFillScansPastCachedParts(t *testing.T) {
 	pc := newFakeCache()
 	r := newTestReader(t, store, pc, 2, Config{PartSize: ps, Prefetch: prefetch.None})
 	for i := int64(0); i < parts; i++ { // every part but the short last one
-		if err := pc.Put(context.Background(), r.cacheKey(keyOfPart(obj, i)), data[i*ps:(i+1)*ps]); err != nil {
+		if err := pc.Put(context.Background(), r.cfg.cacheKey(keyOfPart(obj, i)), data[i*ps:(i+1)*ps]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,9 +81,9 @@ func TestFillScansPastCachedParts(t *testing.T) {
 		t.Fatalf("%d remote reads; want 1, for the one part not cached", n)
 	}
 	waitFor(t, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.fills) == 0
+		r.cursors.mu.Lock()
+		defer r.cursors.mu.Unlock()
+		return len(r.cursors.fills) == 0
 	})
 }
 
@@ -102,7 +102,7 @@ func TestReaderAfterAFailedFetchFetchesAgain(t *testing.T) {
 		err  error
 	}
 	late := make(chan result, 1)
-	r.afterPublish = func(call *partCall) {
+	r.hooks = &hooks{afterPublish: func(call *partCall) {
 		if call.err == nil {
 			return
 		}
@@ -113,7 +113,7 @@ func TestReaderAfterAFailedFetchFetchesAgain(t *testing.T) {
 		store.mu.Unlock()
 		got, err := r.ReadAt(context.Background(), obj, make([]byte, ps), 0, nil)
 		late <- result{got, err}
-	}
+	}}
 	if _, err := r.ReadAt(context.Background(), obj, make([]byte, ps), 0, nil); !errors.Is(err, boom) {
 		t.Fatalf("first read: %v, want %v", err, boom)
 	}
@@ -183,10 +183,12 @@ func TestFailedReadCostsOneGet(t *testing.T) {
 	store.fail = boom
 	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None})
 	published := make(chan struct{}, 1)
-	r.afterPublish = func(*partCall) { published <- struct{}{} }
-	// The reader goes on only once its fetch has failed and woken its
-	// waiters: it must already be one of them.
-	r.afterStart = func() { <-published }
+	r.hooks = &hooks{
+		afterPublish: func(*partCall) { published <- struct{}{} },
+		// The reader goes on only once its fetch has failed and woken
+		// its waiters: it must already be one of them.
+		afterStart: func() { <-published },
+	}
 	for i := range 3 {
 		obj := store.put(fmt.Sprint("f", i), randomBytes(uint64(i), ps))
 		before := store.calls.Load()

@@ -77,7 +77,7 @@ func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
 		}
 	}
 	if e.Table == nil {
-		r.promote(e.Obj) // built now if every part is cached
+		r.whole.request(e.Obj) // built now if every part is cached
 	}
 	return h
 }
@@ -104,7 +104,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (data []byte,
 		h.r.stats.ReadLatency[tier.get()].Since(start)
 		h.served.Add(int64(len(data)))
 		if h.entry.Inline == nil && len(data) > 0 {
-			h.r.learn(h, off, int64(len(data)))
+			h.r.learned.learn(h, off, int64(len(data)))
 		}
 	}
 	return data, release, err
@@ -124,7 +124,7 @@ func (h *Handle) ReadWhole() bool {
 func (h *Handle) Close() {
 	h.closed.Do(func() {
 		if h.entry.Inline == nil {
-			h.r.endStream(h.entry.Obj, &h.seq)
+			h.r.cursors.endStream(h.entry.Obj, &h.seq)
 			h.r.cache.Unpin(h.entry.Obj.Key, h.entry.Obj.ETag)
 		}
 		h.r.stats.OpenHandles.Add(-1)
@@ -138,7 +138,7 @@ func (r *Reader) OpenWhole(e Entry) (*os.File, bool) {
 	if !r.Passthrough() || e.Table != nil || e.Inline != nil || e.Obj.Size <= 0 {
 		return nil, false
 	}
-	f, ok := r.cache.OpenObject(r.objectKey(e.Obj))
+	f, ok := r.cache.OpenObject(r.cfg.objectKey(e.Obj))
 	if ok {
 		r.stats.PassthroughOpens.Add(1)
 	}

@@ -57,7 +57,7 @@ func TestReadWholeOnlyAfterAWholeRead(t *testing.T) {
 	}
 }
 
-// checkInvariantsLocked can fail: each broken invariant is reported.
+// The part table's invariant check can fail: each broken invariant is reported.
 func TestInvariantsCatchBrokenState(t *testing.T) {
 	const ps = 1000
 	store := newMemStore()
@@ -69,26 +69,26 @@ func TestInvariantsCatchBrokenState(t *testing.T) {
 	waitFor(t, func() bool { return r.Stats().InflightParts.Load() == 0 })
 	check := func(what string, breakIt, undo func()) {
 		t.Helper()
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if err := r.checkInvariantsLocked(); err != nil {
+		r.parts.mu.Lock()
+		defer r.parts.mu.Unlock()
+		if err := r.parts.invariantsLocked(); err != nil {
 			t.Fatalf("before %s: %v", what, err)
 		}
 		breakIt()
-		err := r.checkInvariantsLocked()
+		err := r.parts.invariantsLocked()
 		undo()
 		if err == nil {
 			t.Errorf("%s: not caught", what)
 		}
 	}
-	check("held bytes miscounted", func() { r.heldBytes++ }, func() { r.heldBytes-- })
-	check("memory tier miscounted", func() { r.mem.bytes++ }, func() { r.mem.bytes-- })
+	check("held bytes miscounted", func() { r.parts.heldBytes++ }, func() { r.parts.heldBytes-- })
+	check("memory tier miscounted", func() { r.parts.mem.bytes++ }, func() { r.parts.mem.bytes-- })
 	call := &partCall{key: keyOfPart(obj, 1), obj: obj, done: make(chan struct{}), buf: &partBuf{}}
 	check("call without the fetch's ref", func() {
-		r.inflight[call.key] = call
+		r.parts.calls[call.key] = call
 		r.stats.InflightParts.Add(1)
 	}, func() {
-		delete(r.inflight, call.key)
+		delete(r.parts.calls, call.key)
 		r.stats.InflightParts.Add(-1)
 	})
 	check("gauge off", func() { r.stats.InflightParts.Add(1) }, func() { r.stats.InflightParts.Add(-1) })

@@ -26,11 +26,16 @@ func keyOfPart(obj fetcher.Object, idx int64) partKey {
 }
 
 // cacheKey returns the disk cache's key of part k.
-func (r *Reader) cacheKey(k partKey) cache.Key {
-	return cache.Key{Source: r.cfg.Source, Object: k.obj.key, ETag: k.obj.etag, PartSize: r.cfg.PartSize, Index: k.idx}
+func (c Config) cacheKey(k partKey) cache.Key {
+	return cache.Key{Source: c.Source, Object: k.obj.key, ETag: k.obj.etag, PartSize: c.PartSize, Index: k.idx}
 }
 
 // objectKey returns the disk cache's key of obj's whole-object file.
-func (r *Reader) objectKey(obj fetcher.Object) cache.ObjectKey {
-	return cache.ObjectKey{Source: r.cfg.Source, Object: obj.Key, ETag: obj.ETag, Size: obj.Size}
+func (c Config) objectKey(obj fetcher.Object) cache.ObjectKey {
+	return cache.ObjectKey{Source: c.Source, Object: obj.Key, ETag: obj.ETag, Size: obj.Size}
+}
+
+// partLen returns the length of part idx of obj.
+func (c Config) partLen(obj fetcher.Object, idx int64) int64 {
+	return min(c.PartSize, obj.Size-idx*c.PartSize)
 }

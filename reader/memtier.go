@@ -6,7 +6,7 @@ import "container/list"
 // within a byte bound. The Reader uses it for parts the disk cache
 // refused, so that a full disk costs no refetch per read. It holds one
 // ref of each part's buffer while it keeps the part. Not safe for
-// concurrent use: Reader.mu guards it.
+// concurrent use: partTable.mu guards it.
 type memTier struct {
 	limit int64
 	bytes int64     // INVARIANT: the sum of cap(data) of the parts kept, at most limit
@@ -40,11 +40,12 @@ func (m *memTier) copyOut(k partKey, p []byte, off int64) bool {
 	return true
 }
 
-// keepLocked adds a part, evicting the least recently used to stay in
-// bounds, and takes a ref of its buffer. A part larger than the bound is
-// not kept. It reports whether it kept the part. r.mu must be held.
-func (r *Reader) keepLocked(k partKey, b *partBuf) bool {
-	m := &r.mem
+// keepLocked adds a part to the memory tier, evicting the least
+// recently used to stay in bounds, and takes a ref of its buffer. A part
+// larger than the bound is not kept. It reports whether it kept the
+// part. t.mu must be held.
+func (t *partTable) keepLocked(k partKey, b *partBuf) bool {
+	m := &t.mem
 	size := int64(cap(b.data))
 	if size > m.limit || m.has(k) {
 		return false
@@ -53,12 +54,12 @@ func (r *Reader) keepLocked(k partKey, b *partBuf) bool {
 		old := m.lru.Remove(m.lru.Back()).(*memPart)
 		delete(m.parts, old.key)
 		m.bytes -= int64(cap(old.buf.data))
-		r.releaseLocked(old.buf)
+		t.releaseLocked(old.buf)
 	}
-	r.retainLocked(b)
+	t.retainLocked(b)
 	m.parts[k] = m.lru.PushFront(&memPart{key: k, buf: b})
 	m.bytes += size
-	r.stats.MemoryBytes.Store(m.bytes)
+	t.stats.MemoryBytes.Store(m.bytes)
 	return true
 }
 

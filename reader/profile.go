@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segfs/segfs/cache"
@@ -27,43 +28,55 @@ const ProfileWindow = 10 * time.Second
 // profile's JSON, then zeros.
 const profileRecord = 64 << 10
 
+// learner learns the open profile from an index's first reads
+// (learn), and loads and stores it in the disk cache.
 type learner struct {
+	// Constant after newLearner.
+	cache Cache
+	cfg   Config
+	stats *Stats
+	first *atomic.Int64 // when the first directory was seen (rangeTier.first)
+
 	mu     sync.Mutex
 	p      prefetch.Profile
 	grew   bool
 	loaded bool // a stored profile was loaded: it is not written again
 }
 
+func newLearner(r *Reader) *learner {
+	return &learner{cache: r.cache, cfg: r.cfg, stats: &r.stats, first: &r.rtier.first}
+}
+
 // ProfileObject is the object name of the open profile's record in the
 // disk cache: with a NUL, which no object key the tree shows can hold.
 const ProfileObject = "\x00open-profile"
 
-func (r *Reader) profileKey() cache.Key {
-	return cache.Key{Source: r.cfg.Source, Object: ProfileObject, ETag: "1", PartSize: profileRecord, Index: 0}
+func (l *learner) profileKey() cache.Key {
+	return cache.Key{Source: l.cfg.Source, Object: ProfileObject, ETag: "1", PartSize: profileRecord, Index: 0}
 }
 
 // loadProfile returns the stored profile of the source, nil if none.
-func (r *Reader) loadProfile() *prefetch.Profile {
-	k := r.profileKey()
-	if !r.cache.Contains(k) {
+func (l *learner) loadProfile() *prefetch.Profile {
+	k := l.profileKey()
+	if !l.cache.Contains(k) {
 		return nil
 	}
 	buf := make([]byte, profileRecord)
-	if _, ok, err := r.cache.ReadAt(context.Background(), k, buf, 0); !ok || err != nil {
-		r.cfg.Logger.Info("open profile not read; the built-in one stands", "err", err)
+	if _, ok, err := l.cache.ReadAt(context.Background(), k, buf, 0); !ok || err != nil {
+		l.cfg.Logger.Info("open profile not read; the built-in one stands", "err", err)
 		return nil
 	}
 	n := binary.LittleEndian.Uint32(buf)
 	if int64(n) > profileRecord-4 {
-		r.cfg.Logger.Info("open profile damaged; the built-in one stands", "length", n)
+		l.cfg.Logger.Info("open profile damaged; the built-in one stands", "length", n)
 		return nil
 	}
-	p, err := prefetch.UnmarshalProfile(buf[4:4+n], r.cfg.Source)
+	p, err := prefetch.UnmarshalProfile(buf[4:4+n], l.cfg.Source)
 	if err != nil {
-		r.cfg.Logger.Info("open profile ignored; the built-in one stands", "err", err)
+		l.cfg.Logger.Info("open profile ignored; the built-in one stands", "err", err)
 		return nil
 	}
-	r.stats.ProfileLoaded.Store(1)
+	l.stats.ProfileLoaded.Store(1)
 	return p
 }
 
@@ -72,16 +85,15 @@ func (r *Reader) loadProfile() *prefetch.Profile {
 // continue h's last read forward: a copy's reads each start where the
 // one before ended, and teach nothing; an open's reads jump (header,
 // footer, a metadata block).
-func (r *Reader) learn(h *Handle, off, n int64) {
-	if !r.cfg.SegmentPrefetch || h.dir == nil {
+func (l *learner) learn(h *Handle, off, n int64) {
+	if !l.cfg.SegmentPrefetch || h.dir == nil {
 		return
 	}
 	last := h.lastEnd.Swap(off + n)
-	first := r.rtier.first.Load()
+	first := l.first.Load()
 	if last == off || first == 0 || time.Now().UnixNano()-first > int64(ProfileWindow) || !h.dir.HoldsIndex() {
 		return
 	}
-	l := &r.learned
 	l.mu.Lock()
 	if !l.loaded && l.p.Record(h.entry.Name, h.entry.Size(), off, n) {
 		l.grew = true
@@ -91,14 +103,13 @@ func (r *Reader) learn(h *Handle, off, n int64) {
 
 // saveProfile stores what was learned, unless a profile was loaded or
 // nothing was learned.
-func (r *Reader) saveProfile() {
-	l := &r.learned
+func (l *learner) saveProfile() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.loaded || !l.grew {
 		return
 	}
-	l.p.Source = r.cfg.Source
+	l.p.Source = l.cfg.Source
 	data, err := prefetch.MarshalProfile(&l.p)
 	if err != nil || len(data) > profileRecord-4 {
 		return // an absurd number of extensions: nothing worth keeping
@@ -106,8 +117,8 @@ func (r *Reader) saveProfile() {
 	rec := make([]byte, profileRecord)
 	binary.LittleEndian.PutUint32(rec, uint32(len(data)))
 	copy(rec[4:], data)
-	if err := r.cache.PutSummed(context.Background(), r.profileKey(), rec, nil); err != nil {
-		r.cfg.Logger.Debug("open profile not stored", "err", err)
+	if err := l.cache.PutSummed(context.Background(), l.profileKey(), rec, nil); err != nil {
+		l.cfg.Logger.Debug("open profile not stored", "err", err)
 		return
 	}
 	l.grew = false

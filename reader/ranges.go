@@ -17,9 +17,14 @@ type rangeKey struct {
 
 // rangeGets are the range GETs in flight, by range. Their lock is their
 // own: a range GET shares nothing with parts (it is never cached), so it
-// takes no part of Reader.mu. Lock order: rangeGets.mu before the
+// takes no part of partTable.mu. Lock order: rangeGets.mu before the
 // scheduler's (a reader that gives up cancels the task under it).
 type rangeGets struct {
+	// Constant after New.
+	store fetcher.Store
+	sched *prefetch.Scheduler
+	stats *Stats
+
 	mu    sync.Mutex
 	calls map[rangeKey]*rangeCall
 }
@@ -34,27 +39,26 @@ type rangeCall struct {
 	refs int            // readers waiting; guarded by rangeGets.mu
 }
 
-// readRange fetches exactly [off, off+len(p)) of obj at demand priority,
+// read fetches exactly [off, off+len(p)) of obj at demand priority,
 // without caching it: the cold small read's fast path. Readers of the same
 // range share one GET.
-func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p []byte) error {
+func (g *rangeGets) read(ctx context.Context, obj fetcher.Object, off int64, p []byte) error {
 	markTier(ctx, TierRemote)
 	rk := rangeKey{obj: keyOfObject(obj), off: off, n: int64(len(p))}
-	g := &r.ranges
 	g.mu.Lock()
 	call := g.calls[rk]
 	if call == nil {
 		call = &rangeCall{done: make(chan struct{})}
 		g.calls[rk] = call
 		g.mu.Unlock()
-		r.stats.RangeReads.Add(1)
-		task := r.sched.Submit(obj.Key, prefetch.Demand, func(ctx context.Context) {
+		g.stats.RangeReads.Add(1)
+		task := g.sched.Submit(obj.Key, prefetch.Demand, func(ctx context.Context) {
 			buf := make([]byte, len(p)) // the task may outlive its readers
 			err := guard(fmt.Sprintf("fetch %s [%d,%d)", obj.Key, off, off+int64(len(buf))), func() error {
-				return r.store.ReadRange(ctx, obj, off, buf)
+				return g.store.ReadRange(ctx, obj, off, buf)
 			})
 			if err == nil {
-				r.stats.FetchedBytes.Add(int64(len(buf)))
+				g.stats.FetchedBytes.Add(int64(len(buf)))
 			}
 			g.mu.Lock()
 			delete(g.calls, rk)
@@ -65,7 +69,7 @@ func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p
 		g.mu.Lock()
 		call.task = task
 	} else {
-		r.stats.Joins.Add(1)
+		g.stats.Joins.Add(1)
 	}
 	call.refs++
 	g.mu.Unlock()
@@ -82,7 +86,7 @@ func (r *Reader) readRange(ctx context.Context, obj fetcher.Object, off int64, p
 		call.refs--
 		// Nobody else wants it and it never ran: drop it. (The scheduler
 		// never calls back into the Reader while holding its own lock.)
-		if call.refs == 0 && call.task != nil && r.sched.Cancel(call.task) {
+		if call.refs == 0 && call.task != nil && g.sched.Cancel(call.task) {
 			delete(g.calls, rk)
 			call.err = ctx.Err()
 			close(call.done)

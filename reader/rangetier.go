@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
 )
 
@@ -37,6 +38,15 @@ const rangeSource = "\x00range-tier"
 // a lock of its own: it shares no state with parts. Lock order:
 // rangeTier.mu is a leaf.
 type rangeTier struct {
+	// Constant after newRangeTier.
+	r     *Reader // for its cursors: the fills deferred start there
+	store fetcher.Store
+	cache Cache
+	sched *prefetch.Scheduler
+	cfg   Config
+	stats *Stats
+	stop  chan struct{} // closed by Reader.Close: nothing is stored after
+
 	// first is when the first directory was seen, in Unix nanoseconds;
 	// 0 before. Atomic: every read of an index's file looks at it.
 	first atomic.Int64
@@ -58,13 +68,16 @@ type rangeBlock struct {
 	data []byte
 }
 
-func newRangeTier() rangeTier {
-	return rangeTier{blocks: make(map[partKey]*list.Element), fetching: make(map[partKey]bool)}
+func newRangeTier(r *Reader) *rangeTier {
+	return &rangeTier{
+		r: r, store: r.store, cache: r.cache, sched: r.sched, cfg: r.cfg, stats: &r.stats, stop: r.stop,
+		blocks: make(map[partKey]*list.Element), fetching: make(map[partKey]bool),
+	}
 }
 
 // rangeCacheKey returns the disk cache's key of a range-tier block.
-func (r *Reader) rangeCacheKey(k partKey) cache.Key {
-	return cache.Key{Source: r.cfg.Source + rangeSource, Object: k.obj.key, ETag: k.obj.etag, PartSize: RangeBlock, Index: k.idx}
+func (c Config) rangeCacheKey(k partKey) cache.Key {
+	return cache.Key{Source: c.Source + rangeSource, Object: k.obj.key, ETag: k.obj.etag, PartSize: RangeBlock, Index: k.idx}
 }
 
 // keepBlock adds a block to the memory LRU, evicting to stay in bounds.
@@ -97,11 +110,11 @@ func (t *rangeTier) memBlock(k partKey, p []byte, off int64) bool {
 }
 
 // hasBlock reports whether block k is in memory or on disk.
-func (r *Reader) hasBlock(k partKey) bool {
-	r.rtier.mu.Lock()
-	_, ok := r.rtier.blocks[k]
-	r.rtier.mu.Unlock()
-	return ok || r.cache.Contains(r.rangeCacheKey(k))
+func (rt *rangeTier) hasBlock(k partKey) bool {
+	rt.mu.Lock()
+	_, ok := rt.blocks[k]
+	rt.mu.Unlock()
+	return ok || rt.cache.Contains(rt.cfg.rangeCacheKey(k))
 }
 
 // fetchRange fetches rg's blocks that no tier holds, with one GET of the
@@ -109,97 +122,102 @@ func (r *Reader) hasBlock(k partKey) bool {
 // parts are cached, or whose blocks are all held or being fetched, costs
 // nothing. An open range (of a Seen plan) holds back the fills until it
 // ends.
-func (r *Reader) fetchRange(rg prefetch.Range, open bool) {
+func (rt *rangeTier) fetchRange(rg prefetch.Range, open bool) {
 	obj := rg.Obj
 	if open && rg.Len < obj.Size && rg.Len > max(prefetch.LuceneHead, prefetch.LuceneTail) {
-		r.stats.ProfileRanges.Add(1) // widened by a learned profile
+		rt.stats.ProfileRanges.Add(1) // widened by a learned profile
 	}
 	end := min(rg.Off+rg.Len, obj.Size)
 	if rg.Off < 0 || rg.Off >= end {
 		return
 	}
-	ps := r.cfg.PartSize
-	if r.cache.Contains(r.cacheKey(keyOfPart(obj, rg.Off/ps))) && r.cache.Contains(r.cacheKey(keyOfPart(obj, (end-1)/ps))) {
+	ps := rt.cfg.PartSize
+	if rt.cache.Contains(rt.cfg.cacheKey(keyOfPart(obj, rg.Off/ps))) && rt.cache.Contains(rt.cfg.cacheKey(keyOfPart(obj, (end-1)/ps))) {
 		return
 	}
 	b0, b1 := rg.Off/RangeBlock, (end-1)/RangeBlock
-	for b0 <= b1 && r.hasBlock(keyOfPart(obj, b0)) {
+	for b0 <= b1 && rt.hasBlock(keyOfPart(obj, b0)) {
 		b0++
 	}
-	for b1 >= b0 && r.hasBlock(keyOfPart(obj, b1)) {
+	for b1 >= b0 && rt.hasBlock(keyOfPart(obj, b1)) {
 		b1--
 	}
 	if b0 > b1 {
 		return
 	}
-	t := &r.rtier
-	t.mu.Lock()
+	rt.mu.Lock()
 	for b := b0; b <= b1; b++ {
-		if t.fetching[keyOfPart(obj, b)] {
-			t.mu.Unlock()
+		if rt.fetching[keyOfPart(obj, b)] {
+			rt.mu.Unlock()
 			return // another fetch covers it
 		}
 	}
 	for b := b0; b <= b1; b++ {
-		t.fetching[keyOfPart(obj, b)] = true
+		rt.fetching[keyOfPart(obj, b)] = true
 	}
 	if open {
-		t.pending++
+		rt.pending++
 	}
-	t.mu.Unlock()
-	r.stats.RangesPrefetched.Add(1)
-	lo, hi := b0*RangeBlock, min((b1+1)*RangeBlock, obj.Size)
-	r.sched.Submit(obj.Key, rg.Prio, func(ctx context.Context) {
-		buf := make([]byte, hi-lo)
-		err := guard(fmt.Sprintf("fetch %s [%d,%d) for the range tier", obj.Key, lo, hi), func() error {
-			return r.store.ReadRange(ctx, obj, lo, buf)
-		})
-		select {
-		case <-r.stop:
-			err = ErrClosed // nothing is stored after Close
-		default:
-		}
-		if err == nil {
-			r.stats.RangeTierBytes.Add(int64(len(buf)))
-			r.stats.FetchedBytes.Add(int64(len(buf)))
-			for b := b0; b <= b1; b++ {
-				k := keyOfPart(obj, b)
-				data := bytes.Clone(buf[(b-b0)*RangeBlock : min((b-b0+1)*RangeBlock, int64(len(buf)))]) // exact bytes in the LRU
-				r.rtier.keepBlock(k, data)
-				if perr := r.cache.PutSummed(context.Background(), r.rangeCacheKey(k), data, nil); perr != nil {
-					r.cfg.Logger.Debug("range-tier block not cached", "key", obj.Key, "block", b, "err", perr)
-				}
-			}
-		} else if ctx.Err() == nil {
-			r.cfg.Logger.Debug("range-tier fetch failed", "key", obj.Key, "err", err)
-		}
-		t.mu.Lock()
-		for b := b0; b <= b1; b++ {
-			delete(t.fetching, keyOfPart(obj, b))
-		}
-		var fills []prefetch.Fill
-		if open {
-			if t.pending--; t.pending == 0 {
-				fills, t.deferred = t.deferred, nil
-			}
-		}
-		t.mu.Unlock()
-		if first := t.first.Load(); first != 0 {
-			r.stats.OpenPrefetchNanos.Store(time.Now().UnixNano() - first)
-		}
-		for _, f := range fills {
-			r.startFill(f.Group, f.Objects, 0, f.Once)
-		}
-	})
+	rt.mu.Unlock()
+	rt.stats.RangesPrefetched.Add(1)
+	rt.sched.Submit(obj.Key, rg.Prio, func(ctx context.Context) { rt.fetchBlocks(ctx, obj, b0, b1, open) })
 }
 
-// readRangeTier fills p with the bytes at off within part k from the
+// fetchBlocks is the task of a range fetch: one GET of blocks b0 to b1
+// of obj, kept in memory and stored in the disk cache, then the blocks
+// marked fetched; the last open range to end starts the fills deferred
+// for it.
+func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, b0, b1 int64, open bool) {
+	lo, hi := b0*RangeBlock, min((b1+1)*RangeBlock, obj.Size)
+	buf := make([]byte, hi-lo)
+	err := guard(fmt.Sprintf("fetch %s [%d,%d) for the range tier", obj.Key, lo, hi), func() error {
+		return rt.store.ReadRange(ctx, obj, lo, buf)
+	})
+	select {
+	case <-rt.stop:
+		err = ErrClosed // nothing is stored after Close
+	default:
+	}
+	if err == nil {
+		rt.stats.RangeTierBytes.Add(int64(len(buf)))
+		rt.stats.FetchedBytes.Add(int64(len(buf)))
+		for b := b0; b <= b1; b++ {
+			k := keyOfPart(obj, b)
+			data := bytes.Clone(buf[(b-b0)*RangeBlock : min((b-b0+1)*RangeBlock, int64(len(buf)))]) // exact bytes in the LRU
+			rt.keepBlock(k, data)
+			if perr := rt.cache.PutSummed(context.Background(), rt.cfg.rangeCacheKey(k), data, nil); perr != nil {
+				rt.cfg.Logger.Debug("range-tier block not cached", "key", obj.Key, "block", b, "err", perr)
+			}
+		}
+	} else if ctx.Err() == nil {
+		rt.cfg.Logger.Debug("range-tier fetch failed", "key", obj.Key, "err", err)
+	}
+	rt.mu.Lock()
+	for b := b0; b <= b1; b++ {
+		delete(rt.fetching, keyOfPart(obj, b))
+	}
+	var fills []prefetch.Fill
+	if open {
+		if rt.pending--; rt.pending == 0 {
+			fills, rt.deferred = rt.deferred, nil
+		}
+	}
+	rt.mu.Unlock()
+	if first := rt.first.Load(); first != 0 {
+		rt.stats.OpenPrefetchNanos.Store(time.Now().UnixNano() - first)
+	}
+	for _, f := range fills {
+		rt.r.cursors.startFill(f.Group, f.Objects, 0, f.Once)
+	}
+}
+
+// read fills p with the bytes at off within part k from the
 // range tier, and reports whether every block they span was there.
-func (r *Reader) readRangeTier(ctx context.Context, k partKey, p []byte, off int64) bool {
-	a := k.idx*r.cfg.PartSize + off
+func (rt *rangeTier) read(ctx context.Context, k partKey, p []byte, off int64) bool {
+	a := k.idx*rt.cfg.PartSize + off
 	end := a + int64(len(p))
 	for b := a / RangeBlock; b*RangeBlock < end; b++ {
-		if !r.hasBlock(partKey{obj: k.obj, idx: b}) {
+		if !rt.hasBlock(partKey{obj: k.obj, idx: b}) {
 			return false
 		}
 	}
@@ -207,16 +225,16 @@ func (r *Reader) readRangeTier(ctx context.Context, k partKey, p []byte, off int
 		bk := partKey{obj: k.obj, idx: b}
 		lo, hi := max(a, b*RangeBlock), min(end, (b+1)*RangeBlock)
 		dst := p[lo-a : hi-a]
-		if r.rtier.memBlock(bk, dst, lo-b*RangeBlock) {
+		if rt.memBlock(bk, dst, lo-b*RangeBlock) {
 			markTier(ctx, TierMemory)
 			continue
 		}
-		if _, ok, err := r.cache.ReadAt(ctx, r.rangeCacheKey(bk), dst, lo-b*RangeBlock); err != nil || !ok {
+		if _, ok, err := rt.cache.ReadAt(ctx, rt.cfg.rangeCacheKey(bk), dst, lo-b*RangeBlock); err != nil || !ok {
 			return false // evicted meanwhile, or damaged (the cache removed it)
 		}
 		markTier(ctx, TierDisk)
 	}
-	r.stats.RangeTierHits.Add(1)
+	rt.stats.RangeTierHits.Add(1)
 	return true
 }
 
@@ -235,13 +253,12 @@ func (r *Reader) SeenDir(dir *prefetch.Dir) {
 
 // deferFills keeps fills back while an open's ranges are in flight, and
 // reports whether it did.
-func (r *Reader) deferFills(fills []prefetch.Fill) bool {
-	t := &r.rtier
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.pending == 0 {
+func (rt *rangeTier) deferFills(fills []prefetch.Fill) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.pending == 0 {
 		return false
 	}
-	t.deferred = append(t.deferred, fills...)
+	rt.deferred = append(rt.deferred, fills...)
 	return true
 }

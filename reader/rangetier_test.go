@@ -54,7 +54,7 @@ func TestRangeTierServesAnOpenAndSurvives(t *testing.T) {
 		return r.Stats().RangesPrefetched.Load() == 3 && store.inflight.Load() == 0 && r.Stats().InflightParts.Load() == 0
 	})
 	waitFor(t, func() bool {
-		return pc.Contains(r.rangeCacheKey(keyOfPart(big, 0))) && pc.Contains(r.rangeCacheKey(keyOfPart(big, (big.Size-1)/RangeBlock)))
+		return pc.Contains(r.cfg.rangeCacheKey(keyOfPart(big, 0))) && pc.Contains(r.cfg.rangeCacheKey(keyOfPart(big, (big.Size-1)/RangeBlock)))
 	})
 	gets := store.counters.Gets.Load()
 	for _, rd := range headTailReads(big.Size) {
@@ -99,7 +99,7 @@ func TestRangeTierDamagedBlock(t *testing.T) {
 	r.SeenDir(dir)
 	tail := keyOfPart(big, (big.Size-1)/RangeBlock)
 	waitFor(t, func() bool {
-		return pc.Contains(r.rangeCacheKey(keyOfPart(big, 0))) && pc.Contains(r.rangeCacheKey(tail))
+		return pc.Contains(r.cfg.rangeCacheKey(keyOfPart(big, 0))) && pc.Contains(r.cfg.rangeCacheKey(tail))
 	})
 	r.Close()
 	pc.Close()

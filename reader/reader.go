@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
@@ -48,51 +47,41 @@ type Cache interface {
 // Reader serves logical byte ranges of objects from aligned parts: from
 // memory when it holds them, from the disk cache when it has them, else
 // fetched through the scheduler and then cached. It may be used by any
-// number of goroutines at once. See the package doc for its invariants
-// and lock order.
+// number of goroutines at once. It is a façade: its state lives in its
+// parts (the part table, the part fetches, the cursors, the range GETs
+// and the range tier), each with its own lock and invariants; see the
+// package doc for them and the lock order.
 type Reader struct {
-	// Constant after New.
+	// Every field is constant after New (hooks: set by a test before
+	// it reads); the mutable state is in the parts below.
 	store    fetcher.Store
 	cache    Cache
 	sched    *prefetch.Scheduler
 	cfg      Config
 	policies []prefetch.Policy
 	frames   *FrameReader
-	whole    *promoter      // nil unless cfg.Passthrough
-	bufs     chan []byte    // free part buffers, at most one per worker
-	putq     chan *partCall // hands fetched parts to the writers; closed by Close
-	stop     chan struct{}  // closed by Close: ends sweepStreams
+	whole    *promoter     // nil unless cfg.Passthrough
+	stop     chan struct{} // closed by Close: ends sweepStreams and range-tier stores
 	stats    Stats
+	hooks    *hooks // nil in production (hooks.go)
 
-	// receiving counts part fetches filling their buffers now.
-	receiving atomic.Int64
-	// Test hooks, set before use. beforeSplit runs when a part fetch has
-	// decided to split, before it submits its ranges; afterPublish when a
-	// part fetch has published its bytes or error, before it is stored;
-	// afterStart when a reader has started the fetch it waits for;
-	// beforeSubmit when a new call is in flight, before its task exists.
-	beforeSplit  func()
-	afterPublish func(*partCall)
-	afterStart   func()
-	beforeSubmit func(*partCall)
+	// parts owns the calls in flight, their buffers, the held parts and
+	// the memory tier, under its own lock (parttable.go).
+	parts *partTable
 
-	senders sync.WaitGroup // runFetch calls sending to putq; Add under mu while open
-	writers sync.WaitGroup
-	sweeper sync.WaitGroup
+	// fetches run the part calls and the writers that store them
+	// (calls.go).
+	fetches *partFetches
+	sweeper sync.WaitGroup // sweepStreams
 
-	ranges  rangeGets // small range GETs in flight, under their own lock (ranges.go)
-	rtier   rangeTier // heads and tails fetched ahead, under their own lock (rangetier.go)
-	learned learner   // the open profile being learned (profile.go)
+	ranges  rangeGets  // small range GETs in flight, under their own lock (ranges.go)
+	rtier   *rangeTier // heads and tails fetched ahead, under their own lock (rangetier.go)
+	learned *learner   // the open profile being learned (profile.go)
 
-	// Mutable state, guarded by mu.
-	mu         sync.Mutex
-	closed     bool
-	inflight   map[partKey]*partCall // part fetches from start until stored (calls.go)
-	mem        memTier               // parts the disk refused (memtier.go)
-	prefetched map[objKey]bool       // objects a Once fill reached (fill.go)
-	fills      map[objKey]*fill      // the fill whose cursor is on each object (fill.go)
-	streams    map[objKey]*stream    // sequential readers followed (stream.go)
-	heldBytes  int64                 // capacity of the streams' held parts
+	// cursors are the streams and fills over objects, under their own
+	// lock, taken before the part table's (cursors.go).
+	cursors *cursors
+	tiers   partTiers // the tiers below the part table (parttiers.go)
 }
 
 // New returns a Reader over store that keeps parts in pc and runs every
@@ -108,20 +97,19 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 		sched: sched,
 		cfg:   cfg,
 
-		bufs:       make(chan []byte, sched.Workers()),
-		putq:       make(chan *partCall), // a hand-off: no parts queued beyond the writers
-		stop:       make(chan struct{}),
-		inflight:   make(map[partKey]*partCall),
-		ranges:     rangeGets{calls: make(map[rangeKey]*rangeCall)},
-		rtier:      newRangeTier(),
-		mem:        newMemTier(cfg.MemoryLimit),
-		prefetched: make(map[objKey]bool),
-		fills:      make(map[objKey]*fill),
-		streams:    make(map[objKey]*stream),
+		stop:   make(chan struct{}),
+		ranges: rangeGets{store: store, sched: sched, calls: make(map[rangeKey]*rangeCall)},
 	}
+	r.ranges.stats = &r.stats
+	r.rtier = newRangeTier(r)
+	r.learned = newLearner(r)
+	r.parts = newPartTable(sched, &r.stats, cfg)
+	r.cursors = newCursors(r)
+	r.fetches = newPartFetches(r)
+	r.tiers = newPartTiers(r)
 	var profile *prefetch.Profile
 	if cfg.SegmentPrefetch {
-		profile = r.loadProfile()
+		profile = r.learned.loadProfile()
 		r.learned.loaded = profile != nil
 	}
 	r.policies = prefetch.Policies(cfg.Prefetch, cfg.SegmentPrefetch, profile)
@@ -132,20 +120,9 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 	if cfg.Passthrough {
 		r.whole = newPromoter(r)
 	}
-	r.writers.Add(cfg.Writers)
-	for range cfg.Writers {
-		go r.writer()
-	}
-	r.sweeper.Go(r.sweepStreams)
+	r.fetches.startWriters()
+	r.sweeper.Go(r.cursors.sweepStreams)
 	return r, nil
-}
-
-// PartSize returns the part size in use.
-func (r *Reader) PartSize() int64 { return r.cfg.PartSize }
-
-// partLen returns the length of part idx of obj.
-func (r *Reader) partLen(obj fetcher.Object, idx int64) int64 {
-	return min(r.cfg.PartSize, obj.Size-idx*r.cfg.PartSize)
 }
 
 // ReadAt reads up to len(dest) bytes of obj at off into dest and returns
@@ -182,16 +159,16 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 	if seq != nil {
 		end := min(off+int64(len(dest)), obj.Size)
 		window, streaming = seq.Observe(off, end, r.cfg.MaxReadahead)
-		refill, pump := r.follow(obj, seq, off/r.cfg.PartSize, streaming)
-		r.refill(obj, refill)
+		refill, pump := r.cursors.follow(obj, seq, off/r.cfg.PartSize, streaming)
+		r.cursors.refill(obj, refill)
 		for _, f := range pump {
-			r.pump(f)
+			r.cursors.pump(f)
 		}
 	}
-	p := r.planRead(obj.Size, off, int64(len(dest)), streaming, byRef)
+	p := r.cfg.planRead(obj.Size, off, int64(len(dest)), streaming, byRef)
 	out := dest[:p.end-off]
 	for i := p.startFrom; i <= p.last; i++ {
-		r.startPart(obj, i, prefetch.Demand)
+		r.fetches.startPart(obj, i, prefetch.Demand)
 	}
 	var release func()
 	if p.borrow {
@@ -215,7 +192,7 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 	if window > 0 {
 		from, to := seq.Ahead(p.last, int64(window))
 		for i := from; i <= to && i*r.cfg.PartSize < obj.Size; i++ {
-			r.startPart(obj, i, prefetch.Readahead)
+			r.fetches.startPart(obj, i, prefetch.Readahead)
 		}
 	}
 	r.stats.ReadBytes.Add(int64(len(out)))
@@ -255,35 +232,16 @@ func (r *Reader) readSmallParts(ctx context.Context, obj fetcher.Object, out []b
 // then waits for it), with the func that gives the buffer back. Otherwise
 // it returns p and a nil func, and the caller reads the part into p.
 func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64) ([]byte, func()) {
-	k := keyOfPart(obj, idx)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
+	buf, call, tasks := r.parts.borrow(keyOfPart(obj, idx))
+	if buf == nil {
 		return p, nil
 	}
-	var buf *partBuf
-	var call *partCall
-	var tasks []*prefetch.Task
-	if call = r.inflight[k]; call != nil {
-		buf = call.buf
-		tasks = r.joinLocked(call)
-	} else if buf = r.heldLocked(k); buf != nil {
-		r.retainLocked(buf)
-	} else {
-		r.mu.Unlock()
-		return p, nil
-	}
-	r.mu.Unlock()
-	release := func() {
-		r.mu.Lock()
-		r.releaseLocked(buf)
-		r.mu.Unlock()
-	}
+	release := func() { r.parts.release(buf) }
 	if call == nil {
 		r.stats.HeldHits.Add(1)
 		markTier(ctx, TierHeld)
 	} else {
-		r.raiseJoined(tasks)
+		r.parts.raiseJoined(tasks)
 		if waited(call.done) {
 			markTier(ctx, TierRemote)
 		} else {
@@ -305,72 +263,32 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 }
 
 // readPart fills p with the bytes at off within part idx of obj, from
-// the first tier that has them in the order choose gives (decide.go).
+// the first tier that has them in the order choose gives (decide.go):
+// the part table's (memory, held, in flight), then the tiers below it
+// (parttiers.go).
 func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64, small bool) error {
-	k := keyOfPart(obj, idx)
-	ck := r.cacheKey(k)
+	rd := partRead{obj: obj, idx: idx, key: keyOfPart(obj, idx), p: p, off: off, small: small}
 	for attempt := 0; ; attempt++ {
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			return ErrClosed
+		retry := attempt > 0
+		done, v, err := r.parts.read(ctx, rd, retry)
+		if done || err != nil {
+			return err
 		}
-		v := r.viewLocked(k)
-		switch choose(v, small, attempt > 0) {
-		case fromMemory:
-			r.mem.copyOut(k, p, off)
-			r.mu.Unlock()
-			r.stats.MemoryHits.Add(1)
-			markTier(ctx, TierMemory)
-			return nil
-		case fromHeld:
-			copy(p, r.heldLocked(k).data[off:])
-			r.mu.Unlock()
-			r.stats.HeldHits.Add(1)
-			markTier(ctx, TierHeld)
-			return nil
-		case fromCall:
-			call := r.inflight[k]
-			tasks := r.joinLocked(call)
-			r.mu.Unlock()
-			r.raiseJoined(tasks)
-			return r.waitCall(ctx, call, p, off)
-		}
-		r.mu.Unlock()
-
-		v.disk = r.cache.Contains(ck)
-		src := choose(v, small, attempt > 0)
-		if src >= fromRange && r.readRangeTier(ctx, k, p, off) {
+		v.disk = r.cache.Contains(r.cfg.cacheKey(rd.key))
+		src := choose(v, small, retry)
+		if src >= fromRange && r.rtier.read(ctx, rd.key, p, off) {
 			return nil // the head or tail of a file, fetched ahead
 		}
-		if src == fromDisk {
-			_, ok, err := r.cache.ReadAt(ctx, ck, p, off)
-			switch {
-			case err != nil && ctx.Err() != nil:
-				return ctx.Err()
-			case err == nil && ok:
-				r.stats.DiskHits.Add(1)
-				markTier(ctx, TierDisk)
-				return nil
-			case err != nil:
-				r.cfg.Logger.Warn("cache read failed; fetching again", "key", obj.Key, "part", idx, "err", err)
+		for {
+			done, err := r.tiers[src].read(ctx, rd)
+			if done || err != nil {
+				return err
 			}
-			v.disk = false
-			src = choose(v, small, attempt > 0)
-		}
-		switch src {
-		case fromRange, fromRangeAndPart:
-			if src == fromRangeAndPart {
-				r.startPart(obj, idx, prefetch.Background)
+			if src == fromFetch {
+				break // started by another reader meanwhile: look again
 			}
-			return r.readRange(ctx, obj, idx*r.cfg.PartSize+off, p)
-		}
-		mine := r.startDemand(obj, idx)
-		if r.afterStart != nil {
-			r.afterStart()
-		}
-		if mine != nil {
-			return r.waitCall(ctx, mine, p, off)
+			v.disk = false // the disk cache had it no more
+			src = choose(v, small, retry)
 		}
 	}
 }
@@ -381,27 +299,18 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 // after it, ends the fetches. Close may be called more than once.
 func (r *Reader) Close() error {
 	r.frames.Close()
-	r.saveProfile()
-	r.mu.Lock()
-	already := r.closed
-	r.closed = true
-	r.mu.Unlock()
-	if !already {
+	r.learned.saveProfile()
+	first := !r.parts.close()
+	if first {
 		close(r.stop)
 		r.sweeper.Wait()
-		r.senders.Wait()
-		close(r.putq)
 	}
-	r.writers.Wait()
+	r.fetches.close(first)
 	if r.whole != nil {
 		r.whole.close()
 	}
-	r.mu.Lock()
-	r.mem.clear()
-	clear(r.streams)
-	clear(r.fills)
-	r.heldBytes = 0
-	r.mu.Unlock()
+	r.parts.clear()
+	r.cursors.clear()
 	r.stats.MemoryBytes.Store(0)
 	r.stats.HeldBytes.Store(0)
 	return nil

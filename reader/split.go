@@ -45,28 +45,24 @@ type subRange struct {
 // fetchPart fills buf with the bytes of call's part, with one GET, or
 // with several in parallel when the pool has idle workers. sums, if not
 // nil, are complete when it returns without error.
-func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums *cache.Sums, progress func(int)) error {
-	base := call.key.idx * r.cfg.PartSize
-	r.mu.Lock()
-	prio := call.prio
-	r.mu.Unlock()
-	ranges := r.splitRanges(int64(len(buf)), prio)
+func (pf *partFetches) fetchPart(ctx context.Context, call *partCall, buf []byte, sums *cache.Sums, progress func(int)) error {
+	base := call.key.idx * pf.cfg.PartSize
+	prio := pf.parts.prio(call)
+	ranges := pf.splitRanges(int64(len(buf)), prio)
 	if len(ranges) == 1 {
-		return fetcher.ReadRangeProgress(ctx, r.store, call.obj, base, buf, progress)
+		return fetcher.ReadRangeProgress(ctx, pf.store, call.obj, base, buf, progress)
 	}
-	if r.beforeSplit != nil {
-		r.beforeSplit()
-	}
-	r.stats.PartsSplit.Add(1)
-	r.stats.SplitGets.Add(int64(len(ranges)))
+	pf.r.hooks.split()
+	pf.stats.PartsSplit.Add(1)
+	pf.stats.SplitGets.Add(int64(len(ranges)))
 	subs := make([]*subRange, len(ranges)-1)
 	tasks := make([]*prefetch.Task, len(subs))
 	for i, rg := range ranges[1:] {
 		sub := &subRange{lo: rg[0], hi: rg[1], done: make(chan struct{})}
 		subs[i] = sub
-		tasks[i] = r.sched.Submit(call.group, prio, func(ctx context.Context) {
+		tasks[i] = pf.sched.Submit(call.group, prio, func(ctx context.Context) {
 			sub.err = guard(fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base+sub.lo, base+sub.hi), func() error {
-				return r.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
+				return pf.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
 			})
 			close(sub.done)
 		})
@@ -74,20 +70,13 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 	// A reader that comes to wait on the part raises its ranges with it
 	// (newCall); a raise that comes before this sees the part's task
 	// only, so raise the ranges to what the part has reached meanwhile.
-	r.mu.Lock()
-	call.ranges = tasks
-	now := call.prio
-	r.mu.Unlock()
+	now := pf.parts.setRanges(call, tasks)
 	if now > prio {
 		for _, t := range tasks {
-			r.sched.Raise(t, now)
+			pf.sched.Raise(t, now)
 		}
 	}
-	defer func() {
-		r.mu.Lock()
-		call.ranges = nil
-		r.mu.Unlock()
-	}()
+	defer pf.parts.setRanges(call, nil)
 	// The first range with the progress of the checksums, which sum
 	// blocks in order: the rest are summed below, once they are in.
 	// A panic in this goroutine's own GETs fails the part but must not
@@ -95,13 +84,13 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 	// goes back to the pool when this returns.
 	first := ranges[0][1]
 	err := guard(fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base, base+first), func() error {
-		return fetcher.ReadRangeProgress(ctx, r.store, call.obj, base, buf[:first], progress)
+		return fetcher.ReadRangeProgress(ctx, pf.store, call.obj, base, buf[:first], progress)
 	})
 	for i, sub := range subs {
-		if r.sched.Cancel(tasks[i]) {
+		if pf.sched.Cancel(tasks[i]) {
 			if err == nil { // else the part has failed: leave the range
 				sub.err = guard(fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base+sub.lo, base+sub.hi), func() error {
-					return r.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
+					return pf.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
 				})
 			}
 			close(sub.done)
@@ -121,12 +110,12 @@ func (r *Reader) fetchPart(ctx context.Context, call *partCall, buf []byte, sums
 // in parallel: one, unless SplitSize allows several and the pool has
 // workers spare at prio. Ranges are whole multiples of 64 KiB but for the
 // last, in order, and cover [0, n).
-func (r *Reader) splitRanges(n int64, prio prefetch.Priority) [][2]int64 {
+func (pf *partFetches) splitRanges(n int64, prio prefetch.Priority) [][2]int64 {
 	k := int64(1)
-	if r.cfg.SplitSize > 0 && n >= 2*r.cfg.SplitSize {
-		k = min(n/r.cfg.SplitSize, MaxSplit)
+	if pf.cfg.SplitSize > 0 && n >= 2*pf.cfg.SplitSize {
+		k = min(n/pf.cfg.SplitSize, MaxSplit)
 		if k > 1 {
-			k = min(k, int64(r.sched.Spare(prio))+1)
+			k = min(k, int64(pf.sched.Spare(prio))+1)
 		}
 	}
 	if k <= 1 {

@@ -60,7 +60,7 @@ func TestIdlePoolSplitsAPartFetch(t *testing.T) {
 		t.Fatalf("stats %+v: want one part fetched, split into 8 GETs, %d bytes", counters(st), splitPart)
 	}
 	pc.mu.Lock()
-	cached := pc.parts[r.cacheKey(keyOfPart(obj, 0))]
+	cached := pc.parts[r.cfg.cacheKey(keyOfPart(obj, 0))]
 	pc.mu.Unlock()
 	if !bytes.Equal(cached, data[:splitPart]) {
 		t.Fatalf("the cached part differs from the object's bytes")
@@ -292,7 +292,7 @@ func TestSplitFetchTakesBackItsQueuedRanges(t *testing.T) {
 	obj := store.put("f", data)
 	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.None})
 	release, started := make(chan struct{}), make(chan struct{})
-	r.beforeSplit = func() {
+	r.hooks = &hooks{beforeSplit: func() {
 		r.sched.Submit("other", prefetch.Demand, func(ctx context.Context) {
 			close(started)
 			select {
@@ -301,7 +301,7 @@ func TestSplitFetchTakesBackItsQueuedRanges(t *testing.T) {
 			}
 		})
 		<-started
-	}
+	}}
 	defer close(release)
 	var got []byte
 	var err error
@@ -338,7 +338,7 @@ func TestJoiningReaderRaisesQueuedRanges(t *testing.T) {
 	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.Open})
 	release := make(chan struct{})
 	defer close(release)
-	r.beforeSplit = func() {
+	r.hooks = &hooks{beforeSplit: func() {
 		// Two other background tasks take the background workers
 		// before the ranges are submitted, so both ranges queue.
 		started := make(chan struct{}, 2)
@@ -353,8 +353,8 @@ func TestJoiningReaderRaisesQueuedRanges(t *testing.T) {
 		}
 		<-started
 		<-started
-	}
-	r.startPart(obj, 0, prefetch.Background) // as a file's fill does
+	}}
+	r.fetches.startPart(obj, 0, prefetch.Background) // as a file's fill does
 	waitFor(t, func() bool { return r.sched.Stats().Queued[prefetch.Background] == 2 })
 
 	done := make(chan error, 1)
@@ -388,7 +388,7 @@ func TestSplitFetchPanicWaitsForItsRanges(t *testing.T) {
 	ps := slowRangesStore{memStore: store, running: &running, started: make(chan struct{}, 16)}
 	r := newTestReader(t, ps, newFakeCache(), 8, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.None})
 	var atPublish atomic.Int64
-	r.afterPublish = func(*partCall) { atPublish.Store(running.Load()) }
+	r.hooks = &hooks{afterPublish: func(*partCall) { atPublish.Store(running.Load()) }}
 	if _, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil); !errors.Is(err, ErrInternal) {
 		t.Fatalf("read: %v, want ErrInternal", err)
 	}
@@ -429,19 +429,17 @@ func TestJoinBeforeSubmitRaisesTheTask(t *testing.T) {
 	defer close(store.gate)
 	obj := store.put("f", randomBytes(13, 4096))
 	r := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: 4096, Prefetch: prefetch.None})
-	r.beforeSubmit = func(call *partCall) {
-		r.mu.Lock()
-		r.joinLocked(call) // what a reader arriving now does
-		r.mu.Unlock()
-	}
+	r.hooks = &hooks{beforeSubmit: func(call *partCall) {
+		r.parts.join(call) // what a reader arriving now does
+	}}
 	// Both workers busy (Reserved leaves one to demand: fill it too).
 	other := store.put("o", randomBytes(14, 2*4096))
-	r.startPart(other, 0, prefetch.Demand)
-	r.startPart(other, 1, prefetch.Demand)
+	r.fetches.startPart(other, 0, prefetch.Demand)
+	r.fetches.startPart(other, 1, prefetch.Demand)
 	waitFor(t, func() bool { return store.inflight.Load() == 2 })
-	r.startPart(obj, 0, prefetch.Background)
+	r.fetches.startPart(obj, 0, prefetch.Background)
 	if st := r.sched.Stats(); st.Queued[prefetch.Demand] != 1 || st.Queued[prefetch.Background] != 0 {
 		t.Fatalf("queued %v: want the joined call's task at demand", st.Queued)
 	}
-	r.beforeSubmit = nil
+	r.hooks = nil
 }

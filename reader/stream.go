@@ -46,13 +46,16 @@ import (
 var errFillPaused = errors.New("background fill paused for a sequential reader")
 
 // stream is the sequential reader of one object that the Reader follows.
-// Guarded by Reader.mu.
+// Guarded by cursors.mu.
+//
+// INVARIANT: while the stream is in cursors.streams, the part table has
+// its window (held.go) at pos, which holds the parts fetched for it from
+// pos on until it reads past them.
 type stream struct {
 	owner *prefetch.Sequence
 	obj   fetcher.Object
-	pos   int64              // the part of the owner's last read
-	last  time.Time          // when the owner last read
-	held  map[int64]*partBuf // parts fetched for the stream, kept until read past; one ref each
+	pos   int64     // the part of the owner's last read
+	last  time.Time // when the owner last read
 	// resume is the first part whose background fetch was taken back or
 	// left to the stream, -1 if none: the fill starts again from there.
 	resume int64
@@ -66,41 +69,33 @@ func (st *stream) resumeAt(idx int64) {
 	}
 }
 
-// holdParts is how many whole parts the streams may hold in all: the part
-// one stream reads and its readahead's reach after it.
-func (r *Reader) holdParts() int64 { return int64(r.cfg.MaxReadahead) + 1 }
-
 // follow records a read by seq of obj whose first part is first. A
 // streaming read starts or moves seq's stream of obj; any other read ends
 // it. It returns the part from which the object's background fill must
 // start again, -1 if none, and the fills to pump on.
-func (r *Reader) follow(obj fetcher.Object, seq *prefetch.Sequence, first int64, streaming bool) (refill int64, pump []*fill) {
+func (c *cursors) follow(obj fetcher.Object, seq *prefetch.Sequence, first int64, streaming bool) (refill int64, pump []*fill) {
 	k := keyOfObject(obj)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer r.checkLocked()
-	st := r.streams[k]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.checkLocked()
+	st := c.streams[k]
 	switch {
-	case r.closed:
+	case c.parts.isClosed():
 		return -1, nil
 	case !streaming:
 		if st != nil && st.owner == seq {
-			return r.endStreamLocked(st), nil
+			return c.endStreamLocked(st), nil
 		}
 		return -1, nil
 	case st == nil:
-		st = &stream{owner: seq, obj: obj, pos: first, held: make(map[int64]*partBuf), resume: -1}
-		r.streams[k] = st
-		pump = r.pauseFillLocked(st)
+		st = &stream{owner: seq, obj: obj, pos: first, resume: -1}
+		c.streams[k] = st
+		pump = c.pauseFillLocked(st)
 	case st.owner != seq:
 		return -1, nil
 	}
 	st.pos, st.last = first, time.Now()
-	for idx := range st.held {
-		if idx < first {
-			r.dropHeldLocked(st, idx)
-		}
-	}
+	c.parts.follow(k, first) // lets go of the parts held behind it
 	return -1, pump
 }
 
@@ -109,140 +104,74 @@ func (r *Reader) follow(obj fetcher.Object, seq *prefetch.Sequence, first int64,
 // readahead: the stream will read them next, and readahead may use the
 // workers that background work leaves free. The fill positioned on the
 // object leaves it to the stream. It returns the fills whose window it
-// freed, to be pumped once r.mu is released. r.mu must be held.
-func (r *Reader) pauseFillLocked(st *stream) (pump []*fill) {
+// freed, to be pumped once c.mu is released. c.mu must be held.
+func (c *cursors) pauseFillLocked(st *stream) (pump []*fill) {
 	ok := keyOfObject(st.obj)
-	if f := r.fills[ok]; f != nil {
-		r.yieldToStreamLocked(st, f)
+	if f := c.fills[ok]; f != nil {
+		c.yieldToStreamLocked(st, f)
 		pump = append(pump, f)
 	}
-	reach := st.pos + int64(r.cfg.MaxReadahead)
-	for k, call := range r.inflight {
-		if k.obj != ok || call.prio == prefetch.Demand || call.task == nil || call.fetched {
-			continue
-		}
-		if k.idx <= reach {
-			if k.idx >= st.pos {
-				call.prio = max(call.prio, prefetch.Readahead)
-				r.sched.Raise(call.task, prefetch.Readahead)
-			}
-			continue
-		}
-		if !r.sched.Cancel(call.task) { // running already
-			continue
-		}
-		r.removeLocked(call)
-		if call.fill != nil {
-			pump = append(pump, call.fill)
-		}
-		call.err = errFillPaused
-		call.fetched = true
-		close(call.done)
-		r.releaseLocked(call.buf) // the fetch's: it will never run
-		st.resumeAt(k.idx)
-		r.stats.FillPaused.Add(1)
+	taken, first := c.parts.takeBack(ok, st.pos)
+	if first >= 0 {
+		st.resumeAt(first)
 	}
-	return pump
+	return append(pump, taken...)
 }
 
 // endStreamLocked stops following st and drops its held parts (they are
 // in the disk cache). It returns the part from which the object's fill
-// must start again, -1 if none. r.mu must be held.
-func (r *Reader) endStreamLocked(st *stream) int64 {
-	for idx := range st.held {
-		r.dropHeldLocked(st, idx)
-	}
-	delete(r.streams, keyOfObject(st.obj))
+// must start again, -1 if none. c.mu must be held.
+func (c *cursors) endStreamLocked(st *stream) int64 {
+	c.parts.unfollow(keyOfObject(st.obj))
+	delete(c.streams, keyOfObject(st.obj))
 	return st.resume
-}
-
-// dropHeldLocked lets go of a held part: the stream's ref of its buffer.
-// r.mu must be held.
-func (r *Reader) dropHeldLocked(st *stream, idx int64) {
-	b := st.held[idx]
-	delete(st.held, idx)
-	r.heldBytes -= int64(cap(b.data))
-	r.stats.HeldBytes.Store(r.heldBytes)
-	r.releaseLocked(b)
-}
-
-// holdLocked keeps the stored part of call in memory, with a ref of its
-// buffer, if it is within the reach of its object's stream and the bound
-// has room. r.mu must be held.
-func (r *Reader) holdLocked(call *partCall) {
-	st := r.streams[call.key.obj]
-	if st == nil || call.key.idx < st.pos || call.key.idx > st.pos+int64(r.cfg.MaxReadahead) {
-		return
-	}
-	size := int64(cap(call.buf.data))
-	held := (r.heldBytes + size + r.cfg.PartSize - 1) / r.cfg.PartSize // in parts, rounded up
-	if held+r.receiving.Load() > r.holdParts() {
-		return
-	}
-	if _, ok := st.held[call.key.idx]; ok {
-		return
-	}
-	r.retainLocked(call.buf)
-	st.held[call.key.idx] = call.buf
-	r.heldBytes += size
-	r.stats.HeldBytes.Store(r.heldBytes)
-}
-
-// heldLocked returns the buffer of a held part, nil if no stream holds
-// it. r.mu must be held.
-func (r *Reader) heldLocked(k partKey) *partBuf {
-	st := r.streams[k.obj]
-	if st == nil {
-		return nil
-	}
-	return st.held[k.idx]
 }
 
 // endStream stops following seq's stream of obj, if it has one: the
 // handle that owns seq is released. The background fetches taken back for
 // the stream are queued again.
-func (r *Reader) endStream(obj fetcher.Object, seq *prefetch.Sequence) {
-	r.mu.Lock()
+func (c *cursors) endStream(obj fetcher.Object, seq *prefetch.Sequence) {
+	c.mu.Lock()
 	refill := int64(-1)
-	if st := r.streams[keyOfObject(obj)]; st != nil && st.owner == seq {
-		refill = r.endStreamLocked(st)
+	if st := c.streams[keyOfObject(obj)]; st != nil && st.owner == seq {
+		refill = c.endStreamLocked(st)
 	}
-	r.mu.Unlock()
-	r.refill(obj, refill)
+	c.mu.Unlock()
+	c.refill(obj, refill)
 }
 
 // sweepStreams ends the streams that have gone StreamIdle without a read,
 // until Close.
-func (r *Reader) sweepStreams() {
-	tick := time.NewTicker(r.cfg.StreamIdle / 2)
+func (c *cursors) sweepStreams() {
+	tick := time.NewTicker(c.cfg.StreamIdle / 2)
 	defer tick.Stop()
 	for {
 		select {
-		case <-r.stop:
+		case <-c.stop:
 			return
 		case now := <-tick.C:
-			r.endIdleStreams(now)
+			c.endIdleStreams(now)
 		}
 	}
 }
 
 // endIdleStreams stops following every stream whose last read is
 // StreamIdle or more before now, and queues their objects' fill again.
-func (r *Reader) endIdleStreams(now time.Time) {
+func (c *cursors) endIdleStreams(now time.Time) {
 	type ended struct {
 		obj    fetcher.Object
 		resume int64
 	}
 	var idle []ended
-	r.mu.Lock()
-	for _, st := range r.streams {
-		if now.Sub(st.last) >= r.cfg.StreamIdle {
-			idle = append(idle, ended{st.obj, r.endStreamLocked(st)})
-			r.stats.IdleStreams.Add(1)
+	c.mu.Lock()
+	for _, st := range c.streams {
+		if now.Sub(st.last) >= c.cfg.StreamIdle {
+			idle = append(idle, ended{st.obj, c.endStreamLocked(st)})
+			c.stats.IdleStreams.Add(1)
 		}
 	}
-	r.mu.Unlock()
+	c.mu.Unlock()
 	for _, e := range idle {
-		r.refill(e.obj, e.resume)
+		c.refill(e.obj, e.resume)
 	}
 }

@@ -31,7 +31,7 @@ func TestStreamReadsHeldParts(t *testing.T) {
 	if n := store.calls.Load(); n != 32 {
 		t.Fatalf("%d remote reads for 32 parts", n)
 	}
-	r.endStream(obj, &seq)
+	r.cursors.endStream(obj, &seq)
 	if st := r.Stats(); st.HeldBytes.Load() != 0 {
 		t.Fatalf("%d bytes still held after the stream ended", st.HeldBytes.Load())
 	}
@@ -94,7 +94,7 @@ func TestStreamPausesFillAndRefills(t *testing.T) {
 
 			switch end {
 			case "release":
-				r.endStream(obj, &seq)
+				r.cursors.endStream(obj, &seq)
 			case "seek":
 				if _, err := r.ReadAt(context.Background(), obj, make([]byte, 10), 20*ps, &seq); err != nil {
 					t.Fatal(err)
@@ -124,11 +124,11 @@ func TestOtherReaderDoesNotEndStream(t *testing.T) {
 	if r.Stats().HeldBytes.Load() == 0 {
 		t.Fatal("another handle's random reads ended the stream")
 	}
-	r.endStream(obj, &other)
+	r.cursors.endStream(obj, &other)
 	if r.Stats().HeldBytes.Load() == 0 {
 		t.Fatal("another handle's release ended the stream")
 	}
-	r.endStream(obj, &seq)
+	r.cursors.endStream(obj, &seq)
 	if st := r.Stats(); st.HeldBytes.Load() != 0 {
 		t.Fatalf("%d bytes held after the owner's release", st.HeldBytes.Load())
 	}
@@ -215,7 +215,7 @@ func TestReadAtRefLendsHeldParts(t *testing.T) {
 		}
 		l.release()
 	}
-	r.endStream(obj, &seq)
+	r.cursors.endStream(obj, &seq)
 	if st := r.Stats(); st.HeldBytes.Load() != 0 || st.HeldHits.Load()+st.Joins.Load() < int64(lent) {
 		t.Fatalf("held bytes %d after the stream ended, held hits %d and joins %d; want 0 and at least %d in all", st.HeldBytes.Load(), st.HeldHits.Load(), st.Joins.Load(), lent)
 	}
@@ -268,7 +268,7 @@ func TestIdleStreamRefills(t *testing.T) {
 func allCached(r *Reader, pc Cache, obj fetcher.Object, parts int) func() bool {
 	return func() bool {
 		for i := range int64(parts) {
-			if !pc.Contains(r.cacheKey(keyOfPart(obj, i))) {
+			if !pc.Contains(r.cfg.cacheKey(keyOfPart(obj, i))) {
 				return false
 			}
 		}

@@ -25,8 +25,8 @@ func (r *Reader) Cached(e Entry) (cached, total int64) {
 	}
 	obj := e.Obj
 	for idx := int64(0); idx*r.cfg.PartSize < obj.Size; idx++ {
-		if r.partCached(keyOfPart(obj, idx)) {
-			cached += r.partLen(obj, idx)
+		if r.fetches.partCached(keyOfPart(obj, idx)) {
+			cached += r.cfg.partLen(obj, idx)
 		}
 	}
 	return cached, obj.Size
@@ -34,11 +34,8 @@ func (r *Reader) Cached(e Entry) (cached, total int64) {
 
 // partCached reports whether part k is in the disk cache, the memory
 // tier, or held for a reader.
-func (r *Reader) partCached(k partKey) bool {
-	r.mu.Lock()
-	in := r.heldLocked(k) != nil || r.mem.has(k)
-	r.mu.Unlock()
-	return in || r.cache.Contains(r.cacheKey(k))
+func (pf *partFetches) partCached(k partKey) bool {
+	return pf.parts.has(k) || pf.cache.Contains(pf.cfg.cacheKey(k))
 }
 
 // WarmProgress reports a warm's advance: one part of File, of Bytes,
@@ -85,7 +82,7 @@ func (r *Reader) Warm(ctx context.Context, entries []Entry, report func(WarmProg
 	failed := make(map[string]bool)
 	defer wg.Wait()
 	for _, e := range entries {
-		if r.isClosed() {
+		if r.parts.isClosed() {
 			break
 		}
 		if e.Inline != nil || e.Obj.Size == 0 {
@@ -102,12 +99,12 @@ func (r *Reader) Warm(ctx context.Context, entries []Entry, report func(WarmProg
 				defer func() { <-sem }()
 				var was bool
 				err := guard(fmt.Sprintf("warm %s part %d", e.Obj.Key, idx), func() (err error) {
-					was, err = r.warmPart(ctx, e.Obj, idx)
+					was, err = r.fetches.warmPart(ctx, e.Obj, idx)
 					return err
 				})
 				switch {
 				case err == nil:
-					send(WarmProgress{File: e.Name, Bytes: r.partLen(e.Obj, idx), WasCached: was})
+					send(WarmProgress{File: e.Name, Bytes: r.cfg.partLen(e.Obj, idx), WasCached: was})
 				case ctx.Err() != nil, errors.Is(err, ErrClosed):
 				default:
 					mu.Lock()
@@ -125,7 +122,7 @@ func (r *Reader) Warm(ctx context.Context, entries []Entry, report func(WarmProg
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if r.isClosed() {
+	if r.parts.isClosed() {
 		return ErrClosed // the mount is going: what was not cached is not a failure
 	}
 	return nil
@@ -138,13 +135,13 @@ func (r *Reader) Warm(ctx context.Context, entries []Entry, report func(WarmProg
 // sequential reader took back (errFillPaused), or one of another's that
 // ended, is looked at again; the warm's own fetch that succeeded but
 // left nothing in the cache is ErrNotKept, not fetched twice.
-func (r *Reader) warmPart(ctx context.Context, obj fetcher.Object, idx int64) (wasCached bool, err error) {
+func (pf *partFetches) warmPart(ctx context.Context, obj fetcher.Object, idx int64) (wasCached bool, err error) {
 	k := keyOfPart(obj, idx)
 	for attempt := 0; attempt < 4; attempt++ {
-		if r.partCached(k) {
+		if pf.partCached(k) {
 			return attempt == 0, nil
 		}
-		call := r.newCall(obj.Key, obj, idx, prefetch.Background, nil, true)
+		call := pf.newCall(obj.Key, obj, idx, prefetch.Background, nil, true)
 		own := call != nil
 		if own {
 			// With a ref of the caller's: wait for the bytes, then give
@@ -153,14 +150,10 @@ func (r *Reader) warmPart(ctx context.Context, obj fetcher.Object, idx int64) (w
 			case <-call.done:
 			case <-ctx.Done():
 			}
-			r.mu.Lock()
-			r.releaseLocked(call.buf)
-			r.mu.Unlock()
+			pf.parts.release(call.buf)
 		} else {
-			r.mu.Lock()
-			call = r.inflight[k]
-			closed := r.closed
-			r.mu.Unlock()
+			var closed bool
+			call, closed = pf.parts.callOf(k)
 			if closed {
 				return false, ErrClosed
 			}
@@ -173,7 +166,7 @@ func (r *Reader) warmPart(ctx context.Context, obj fetcher.Object, idx int64) (w
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
-		// gone and done close in one critical section of r.mu, after
+		// gone and done close in one critical section of partTable.mu, after
 		// err is set: once done is closed, err may be read.
 		<-call.done
 		switch {
@@ -181,22 +174,15 @@ func (r *Reader) warmPart(ctx context.Context, obj fetcher.Object, idx int64) (w
 			continue
 		case call.err != nil:
 			return false, call.err
-		case own && !r.partCached(k):
-			if r.isClosed() {
+		case own && !pf.partCached(k):
+			if pf.parts.isClosed() {
 				return false, ErrClosed
 			}
 			return false, ErrNotKept
 		}
 	}
-	if r.partCached(k) {
+	if pf.partCached(k) {
 		return false, nil
 	}
 	return false, ErrNotKept
-}
-
-// isClosed reports whether Close has begun.
-func (r *Reader) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
 }

@@ -57,9 +57,11 @@ func (p *promoter) never(obj fetcher.Object) {
 	p.mu.Unlock()
 }
 
-// request queues obj for promotion, unless it is queued already.
+// request queues obj for promotion, unless it is queued already. A nil
+// promoter (passthrough is off) does nothing: its whole-object file is
+// built once every part is cached.
 func (p *promoter) request(obj fetcher.Object) {
-	if p.off.Load() || obj.Size <= 0 {
+	if p == nil || p.off.Load() || obj.Size <= 0 {
 		return
 	}
 	k := keyOfObject(obj)
@@ -102,7 +104,7 @@ func (p *promoter) run() {
 			p.r.stats.PromotePending.Add(-1)
 			continue
 		}
-		err := p.r.cache.Promote(p.ctx, p.r.objectKey(obj), p.r.cfg.PartSize)
+		err := p.r.cache.Promote(p.ctx, p.r.cfg.objectKey(obj), p.r.cfg.PartSize)
 		p.r.stats.PromotePending.Add(-1)
 		switch {
 		case err == nil, errors.Is(err, cache.ErrIncomplete), p.ctx.Err() != nil:
@@ -129,13 +131,5 @@ func (r *Reader) Passthrough() bool { return r.whole != nil && !r.whole.off.Load
 func (r *Reader) DisablePassthrough() {
 	if r.whole != nil {
 		r.whole.off.Store(true)
-	}
-}
-
-// promote asks for obj's whole-object file to be built, if passthrough is
-// on; it is built once every part is cached.
-func (r *Reader) promote(obj fetcher.Object) {
-	if r.whole != nil {
-		r.whole.request(obj)
 	}
 }

@@ -157,7 +157,7 @@ func TestPromoterStopsOnClose(t *testing.T) {
 	wc := &blockingWhole{wholeCache: newWholeCache(t), started: make(chan struct{})}
 	sched := prefetch.New(prefetch.Config{Workers: 2})
 	r := mustNew(t, store, wc, sched, Config{PartSize: 1000, Passthrough: true})
-	r.promote(store.put("f", randomBytes(10, 1500)))
+	r.whole.request(store.put("f", randomBytes(10, 1500)))
 	<-wc.started // a build is running, blocked until its context ends
 	r.Close()
 	sched.Close()
