@@ -63,7 +63,7 @@ func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
 	if e.Inline != nil {
 		return h // nothing to pin, fetch or build
 	}
-	r.cache.Pin(e.Obj.Key, e.Obj.ETag)
+	r.pins.Pin(e.Obj.Key, e.Obj.ETag)
 	if e.Table != nil && r.whole != nil {
 		r.whole.never(e.Obj) // before its fill can ask for a build; Serve may not have run yet
 	}
@@ -125,7 +125,7 @@ func (h *Handle) Close() {
 	h.closed.Do(func() {
 		if h.entry.Inline == nil {
 			h.r.cursors.endStream(h.entry.Obj, &h.seq)
-			h.r.cache.Unpin(h.entry.Obj.Key, h.entry.Obj.ETag)
+			h.r.pins.Unpin(h.entry.Obj.Key, h.entry.Obj.ETag)
 		}
 		h.r.stats.OpenHandles.Add(-1)
 	})
@@ -138,7 +138,7 @@ func (r *Reader) OpenWhole(e Entry) (*os.File, bool) {
 	if !r.Passthrough() || e.Table != nil || e.Inline != nil || e.Obj.Size <= 0 {
 		return nil, false
 	}
-	f, ok := r.cache.OpenObject(r.cfg.objectKey(e.Obj))
+	f, ok := r.wholes.OpenObject(r.cfg.objectKey(e.Obj))
 	if ok {
 		r.stats.PassthroughOpens.Add(1)
 	}

@@ -33,16 +33,38 @@ type Cache interface {
 	Contains(k cache.Key) bool
 	// WillNeed hints that a stored part will be read soon.
 	WillNeed(k cache.Key)
-	// Pin and Unpin bracket the time an object's file is open: its parts
-	// are evicted last.
+}
+
+// Pinner is a Cache that evicts the parts of open files last: Pin and
+// Unpin bracket the time an object's file is open. A Cache that is not
+// one keeps no such order.
+type Pinner interface {
 	Pin(object, etag string)
 	Unpin(object, etag string)
+}
+
+// WholeObjects is a Cache that keeps whole-object files, which
+// Config.Passthrough needs.
+type WholeObjects interface {
 	// Promote builds the whole-object file of an object whose parts are
 	// all stored; cache.ErrIncomplete if one is missing.
 	Promote(ctx context.Context, k cache.ObjectKey, partSize int64) error
 	// OpenObject opens an object's sealed whole-object file, if stored.
 	OpenObject(k cache.ObjectKey) (*os.File, bool)
 }
+
+// The disk cache is all three.
+var (
+	_ Cache        = (*cache.Cache)(nil)
+	_ Pinner       = (*cache.Cache)(nil)
+	_ WholeObjects = (*cache.Cache)(nil)
+)
+
+// noPins is the Pinner of a Cache that keeps no eviction order.
+type noPins struct{}
+
+func (noPins) Pin(string, string)   {}
+func (noPins) Unpin(string, string) {}
 
 // Reader serves logical byte ranges of objects from aligned parts: from
 // memory when it holds them, from the disk cache when it has them, else
@@ -61,6 +83,8 @@ type Reader struct {
 	policies []prefetch.Policy
 	frames   *FrameReader
 	whole    *promoter     // nil unless cfg.Passthrough
+	pins     Pinner        // the cache's, or noPins
+	wholes   WholeObjects  // the cache's; nil unless cfg.Passthrough
 	stop     chan struct{} // closed by Close: ends sweepStreams and range-tier stores
 	stats    Stats
 	hooks    *hooks // nil in production (hooks.go)
@@ -91,11 +115,24 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 	if err != nil {
 		return nil, fmt.Errorf("reader: %w", err)
 	}
+	var wholes WholeObjects
+	if cfg.Passthrough {
+		var ok bool
+		if wholes, ok = pc.(WholeObjects); !ok {
+			return nil, errors.New("reader: passthrough needs a cache that keeps whole-object files")
+		}
+	}
+	pins, ok := pc.(Pinner)
+	if !ok {
+		pins = noPins{}
+	}
 	r := &Reader{
-		store: store,
-		cache: pc,
-		sched: sched,
-		cfg:   cfg,
+		store:  store,
+		cache:  pc,
+		pins:   pins,
+		wholes: wholes,
+		sched:  sched,
+		cfg:    cfg,
 
 		stop:   make(chan struct{}),
 		ranges: rangeGets{store: store, sched: sched, calls: make(map[rangeKey]*rangeCall)},

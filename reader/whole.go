@@ -104,7 +104,7 @@ func (p *promoter) run() {
 			p.r.stats.PromotePending.Add(-1)
 			continue
 		}
-		err := p.r.cache.Promote(p.ctx, p.r.cfg.objectKey(obj), p.r.cfg.PartSize)
+		err := p.r.wholes.Promote(p.ctx, p.r.cfg.objectKey(obj), p.r.cfg.PartSize)
 		p.r.stats.PromotePending.Add(-1)
 		switch {
 		case err == nil, errors.Is(err, cache.ErrIncomplete), p.ctx.Err() != nil:

@@ -176,3 +176,20 @@ func (c *blockingWhole) Promote(ctx context.Context, k cache.ObjectKey, partSize
 	<-ctx.Done()
 	return ctx.Err()
 }
+
+// A cache that keeps no whole-object files cannot serve passthrough:
+// New refuses the configuration instead of failing opens later.
+func TestPassthroughNeedsWholeObjects(t *testing.T) {
+	sched := prefetch.New(prefetch.Config{Workers: 1})
+	defer sched.Close()
+	partsOnly := struct{ Cache }{newFakeCache()} // the part methods alone
+	if r, err := New(newMemStore(), partsOnly, sched, Config{Passthrough: true}); err == nil {
+		r.Close()
+		t.Fatal("passthrough over a cache without whole-object files was accepted")
+	}
+	r, err := New(newMemStore(), partsOnly, sched, Config{})
+	if err != nil {
+		t.Fatalf("without passthrough: %v", err)
+	}
+	r.Close()
+}

@@ -2,7 +2,6 @@ package restore
 
 import (
 	"context"
-	"os"
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/reader"
@@ -29,9 +28,3 @@ func (DiscardCache) PutSummed(context.Context, cache.Key, []byte, *cache.Sums) e
 }
 func (DiscardCache) Contains(cache.Key) bool { return false }
 func (DiscardCache) WillNeed(cache.Key)      {}
-func (DiscardCache) Pin(string, string)      {}
-func (DiscardCache) Unpin(string, string)    {}
-func (DiscardCache) Promote(context.Context, cache.ObjectKey, int64) error {
-	return cache.ErrIncomplete
-}
-func (DiscardCache) OpenObject(cache.ObjectKey) (*os.File, bool) { return nil, false }
