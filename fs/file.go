@@ -14,7 +14,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/segfs/segfs/entry"
-	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
 )
 
@@ -28,9 +27,8 @@ type fileNode struct {
 	reader *reader.Reader
 	stats  *Stats
 	log    *slog.Logger
-	attr   *Attr         // the tree's owner and modes
-	dir    *prefetch.Dir // the node's directory, for the prefetch policies
-	index  int           // the node's index in dir.Files
+	attr   *Attr        // the tree's owner and modes
+	place  reader.Place // the node's place in its directory, for the prefetch policies
 
 	// Guarded by mu: how the open handles read. The kernel refuses an open
 	// in passthrough mode while the file is open in the usual mode, and
@@ -179,7 +177,7 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	}
 	h := &fileHandle{node: f}
 	f.acquire(h)
-	h.rh = f.reader.Open(f.entry, f.dir, f.index, h.backing == nil)
+	h.rh = f.reader.Open(f.entry, f.place, h.backing == nil)
 	if h.backing != nil {
 		return h, 0, 0 // go-fuse adds FOPEN_PASSTHROUGH
 	}

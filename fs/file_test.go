@@ -14,15 +14,15 @@ import (
 // node returns a file node of e over r, alone in its directory, as the
 // tree builds it.
 func node(r *reader.Reader, e entry.Entry) *fileNode {
-	dir := &prefetch.Dir{}
-	return &fileNode{entry: e, reader: r, stats: &Stats{}, dir: dir, index: dir.Add(e.Name, e.Obj)}
+	_, places := reader.Dirs([]entry.Entry{e})
+	return &fileNode{entry: e, reader: r, stats: &Stats{}, place: places[0]}
 }
 
 // open opens a handle of f as Open does, without the kernel.
 func open(f *fileNode) *fileHandle {
 	h := &fileHandle{node: f}
 	f.acquire(h)
-	h.rh = f.reader.Open(f.entry, f.dir, f.index, h.backing == nil)
+	h.rh = f.reader.Open(f.entry, f.place, h.backing == nil)
 	return h
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/segfs/segfs/entry"
-	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
 )
 
@@ -129,8 +128,8 @@ func (r *Root) OnAdd(ctx context.Context) {
 		ino++
 		return gofs.StableAttr{Mode: mode, Ino: ino}
 	}
-	dirs := make(map[string]*prefetch.Dir) // by directory path
-	for _, e := range r.entries {
+	dirs, places := reader.Dirs(r.entries)
+	for i, e := range r.entries {
 		parent := &r.Inode
 		dir, base := path.Split(e.Name)
 		for _, name := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
@@ -144,18 +143,12 @@ func (r *Root) OnAdd(ctx context.Context) {
 			}
 			parent = child
 		}
-		d := dirs[dir]
-		if d == nil {
-			d = &prefetch.Dir{}
-			dirs[dir] = d
-			if dn := dirNodeOf(parent); dn != nil {
+		if dn := dirNodeOf(parent); dn != nil && dn.reader == nil {
+			if d, ok := dirs[dir]; ok {
 				dn.dir, dn.reader = d, r.reader
 			}
 		}
-		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr}
-		if e.Inline == nil { // an inline file has nothing to prefetch
-			node.dir, node.index = d, d.Add(base, e.Obj)
-		}
+		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr, place: places[i]}
 		parent.AddChild(base, parent.NewPersistentInode(ctx, node, next(fuse.S_IFREG)), false)
 	}
 }
@@ -175,7 +168,7 @@ func dirNodeOf(inode *gofs.Inode) *dirNode {
 // listing of each would: for a shard layout, whose one directory is the
 // index, at mount.
 func (r *Root) Seen() {
-	if r.dir != nil {
+	if r.dirNode.reader != nil {
 		r.reader.SeenDir(r.dir)
 	}
 }
@@ -201,8 +194,8 @@ type dirNode struct {
 	// Constant once the tree is built.
 	mtime  time.Time      // the mount time
 	attr   *Attr          // the tree's owner and modes
-	dir    *prefetch.Dir  // the directory's files, for the prefetch policies; nil if it holds none
-	reader *reader.Reader // told when the directory is first looked up or listed
+	dir    reader.Dir     // the directory's files, for the prefetch policies
+	reader *reader.Reader // told when the directory is first looked up or listed; nil if it holds no file to prefetch
 }
 
 var (
@@ -224,7 +217,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 			out.Attr = a.Attr
 		}
 	}
-	if dn, ok := child.Operations().(*dirNode); ok && dn.dir != nil && dn.reader != nil {
+	if dn, ok := child.Operations().(*dirNode); ok && dn.reader != nil {
 		dn.reader.SeenDir(dn.dir)
 	}
 	return child, 0
@@ -233,7 +226,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 // Opendir tells the engine the directory is seen: a listing of a Lucene
 // index's directory is the first step of opening it (prefetch.LuceneOpen).
 func (d *dirNode) Opendir(ctx context.Context) syscall.Errno {
-	if d.dir != nil && d.reader != nil {
+	if d.reader != nil {
 		d.reader.SeenDir(d.dir)
 	}
 	return 0

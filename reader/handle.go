@@ -52,12 +52,13 @@ type Handle struct {
 	closed  sync.Once
 }
 
-// Open opens e, the file dir.Files[i], for reads. Its parts are evicted
+// Open opens e, the file at p (Dirs), for reads. Its parts are evicted
 // from the disk cache last while it is open. With served, its reads come
 // to segfs, and the prefetch policies' Opened plans run; a handle the
 // edge gave the kernel a whole-object file for (OpenWhole) is opened with
 // served false.
-func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
+func (r *Reader) Open(e Entry, p Place, served bool) *Handle {
+	dir, i := p.d, p.i
 	r.stats.OpenHandles.Add(1)
 	h := &Handle{r: r, entry: e, dir: dir}
 	if e.Inline != nil {
@@ -71,9 +72,9 @@ func (r *Reader) Open(e Entry, dir *prefetch.Dir, i int, served bool) *Handle {
 		return h
 	}
 	if dir != nil {
-		r.SeenDir(dir)
-		for _, p := range r.policies {
-			r.runPlan(p.Opened(dir, i, r.cfg.PartSize))
+		r.seenDir(dir)
+		for _, pol := range r.policies {
+			r.runPlan(pol.Opened(dir, i, r.cfg.PartSize))
 		}
 	}
 	if e.Table == nil {

@@ -19,7 +19,7 @@ func TestReadWholeOnlyAfterAWholeRead(t *testing.T) {
 	on := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None, DropAfterRead: true})
 	off := newTestReader(t, store, newFakeCache(), 2, Config{PartSize: ps, Prefetch: prefetch.None})
 	whole := func(r *Reader, e Entry, served int64) bool {
-		h := r.Open(e, nil, 0, true)
+		h := r.Open(e, Place{}, true)
 		defer h.Close()
 		h.served.Store(served)
 		return h.ReadWhole()
@@ -40,7 +40,7 @@ func TestReadWholeOnlyAfterAWholeRead(t *testing.T) {
 		t.Error("whole with DropAfterRead off")
 	}
 	// Reads through the handle count.
-	h := on.Open(big, nil, 0, true)
+	h := on.Open(big, Place{}, true)
 	defer h.Close()
 	for off := int64(0); off < big.Obj.Size; off += 1024 {
 		if _, release, err := h.Read(context.Background(), make([]byte, 1024), off); err != nil {
@@ -117,7 +117,7 @@ func TestOpenRunsTheModesPolicies(t *testing.T) {
 		{prefetch.All, true, 1, 2},      // no small files after an open
 	} {
 		r := newTestReader(t, store, newFakeCache(), 8, Config{PartSize: ps, Prefetch: tc.mode})
-		h := r.Open(big, dir, 0, tc.served)
+		h := r.Open(big, Place{dir, 0}, tc.served)
 		st := r.Stats()
 		if st.StartedAhead.Load() != tc.ahead || st.StartedBack.Load() != tc.back {
 			t.Errorf("%s, served %v: %d parts ahead, %d in the background; want %d and %d",
@@ -137,7 +137,7 @@ func TestInlineEntry(t *testing.T) {
 	if e.Size() != 2500 {
 		t.Fatalf("size %d", e.Size())
 	}
-	h := r.Open(e, &prefetch.Dir{}, -1, true)
+	h := r.Open(e, Place{&prefetch.Dir{}, -1}, true)
 	for _, tc := range []struct{ off, n, want int64 }{{0, 10, 10}, {2490, 100, 10}, {2500, 10, 0}, {9999, 10, 0}} {
 		got, release, err := h.Read(context.Background(), make([]byte, tc.n), tc.off)
 		if err != nil || release != nil || int64(len(got)) != tc.want || !bytes.Equal(got, data[min(tc.off, 2500):min(tc.off, 2500)+tc.want]) {
@@ -178,7 +178,7 @@ func TestReadLatencyByTier(t *testing.T) {
 			release()
 		}
 	}
-	h := r.Open(e, nil, 0, true)
+	h := r.Open(e, Place{}, true)
 	defer h.Close()
 	read(h, 0)
 	if got := count(); got != [numTiers]uint64{TierRemote: 1} {
@@ -190,13 +190,13 @@ func TestReadLatencyByTier(t *testing.T) {
 		t.Fatalf("after a sequential read: %v, want one remote and one held", got)
 	}
 	h.Close() // lets the held part go
-	h2 := r.Open(e, nil, 0, true)
+	h2 := r.Open(e, Place{}, true)
 	defer h2.Close()
 	read(h2, 500)
 	if got := count(); got != [numTiers]uint64{TierRemote: 1, TierHeld: 1, TierDisk: 1} {
 		t.Fatalf("after a cached read: %v, want one more from disk", got)
 	}
-	in := r.Open(Entry{Name: "segments_1", Inline: []byte("abc")}, nil, 0, true)
+	in := r.Open(Entry{Name: "segments_1", Inline: []byte("abc")}, Place{}, true)
 	defer in.Close()
 	read(in, 0)
 	if got := count(); got != [numTiers]uint64{TierRemote: 1, TierHeld: 1, TierDisk: 1, TierMemory: 1} {

@@ -16,7 +16,7 @@ func TestLearnedOpenProfile(t *testing.T) {
 	pc := openCacheAt(t, cdir)
 	cfg := Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None, SegmentPrefetch: true}
 	r := newTestReader(t, store, pc, 4, cfg)
-	h := r.Open(Entry{Name: "_0.fdt", Obj: big}, dir, 0, true)
+	h := r.Open(Entry{Name: "_0.fdt", Obj: big}, Place{dir, 0}, true)
 	// An open that reads the last 300 KiB, in 4 KiB reads from the end.
 	for off := big.Size - 4096; off > big.Size-300<<10; off -= 4096 {
 		if _, release, err := h.Read(context.Background(), make([]byte, 4096), off); err != nil {
@@ -67,7 +67,7 @@ func TestCopyTeachesNoProfile(t *testing.T) {
 	store, _, dir, cdir := rangeTierTest(t)
 	big := dir.Files[0]
 	r := newTestReader(t, store, openCacheAt(t, cdir), 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None, SegmentPrefetch: true})
-	h := r.Open(Entry{Name: "_0.fdt", Obj: big}, dir, 0, true)
+	h := r.Open(Entry{Name: "_0.fdt", Obj: big}, Place{dir, 0}, true)
 	defer h.Close()
 	for off := int64(0); off < big.Size; off += 1 << 20 {
 		if _, release, err := h.Read(context.Background(), make([]byte, 1<<20), off); err != nil {

@@ -241,7 +241,12 @@ func (rt *rangeTier) read(ctx context.Context, k partKey, p []byte, off int64) b
 // SeenDir runs the policies' Seen plans for dir the first time it is
 // seen: looked up, listed, or a file of it opened; for a shard layout,
 // at mount.
-func (r *Reader) SeenDir(dir *prefetch.Dir) {
+func (r *Reader) SeenDir(d Dir) {
+	r.seenDir(d.d)
+}
+
+// seenDir is SeenDir of the policies' directory.
+func (r *Reader) seenDir(dir *prefetch.Dir) {
 	if dir == nil || !dir.FirstSeen() {
 		return
 	}

@@ -49,7 +49,7 @@ func TestRangeTierServesAnOpenAndSurvives(t *testing.T) {
 	big := dir.Files[0]
 	pc := openCacheAt(t, cdir)
 	r := newTestReader(t, store, pc, 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None, SegmentPrefetch: true})
-	r.SeenDir(dir)
+	r.SeenDir(Dir{dir})
 	waitFor(t, func() bool {
 		return r.Stats().RangesPrefetched.Load() == 3 && store.inflight.Load() == 0 && r.Stats().InflightParts.Load() == 0
 	})
@@ -96,7 +96,7 @@ func TestRangeTierDamagedBlock(t *testing.T) {
 	big := dir.Files[0]
 	pc := openCacheAt(t, cdir)
 	r := newTestReader(t, store, pc, 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None, SegmentPrefetch: true})
-	r.SeenDir(dir)
+	r.SeenDir(Dir{dir})
 	tail := keyOfPart(big, (big.Size-1)/RangeBlock)
 	waitFor(t, func() bool {
 		return pc.Contains(r.cfg.rangeCacheKey(keyOfPart(big, 0))) && pc.Contains(r.cfg.rangeCacheKey(tail))
@@ -140,7 +140,7 @@ func TestFillsWaitForTheOpensRanges(t *testing.T) {
 	store, _, dir, cdir := rangeTierTest(t)
 	store.gate = make(chan struct{})
 	r := newTestReader(t, store, openCacheAt(t, cdir), 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.Open, SegmentPrefetch: true})
-	h := r.Open(Entry{Name: "_0.fdt", Obj: dir.Files[0]}, dir, 0, true) // sees the directory, then plans the open's fill
+	h := r.Open(Entry{Name: "_0.fdt", Obj: dir.Files[0]}, Place{dir, 0}, true) // sees the directory, then plans the open's fill
 	defer h.Close()
 	if n := r.Stats().StartedBack.Load(); n != 0 {
 		t.Fatalf("%d background part fetches started while the open's ranges are in flight; want 0", n)

@@ -119,7 +119,7 @@ func (r *restorer) write(ctx context.Context, p piece, buf []byte) error {
 		r.progress(len(f.entry.Inline))
 		return nil
 	}
-	h := r.rd.Open(f.entry, nil, 0, true)
+	h := r.rd.Open(f.entry, reader.Place{}, true)
 	defer h.Close()
 	for off, end := p.off, p.off+p.n; off < end; {
 		data, release, err := h.Read(ctx, buf[:min(int64(len(buf)), end-off)], off)

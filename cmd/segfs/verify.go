@@ -148,7 +148,7 @@ func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyF
 			vf.expected = &sum
 		}
 		vf.open = func() (lucene.ReadAtFunc, func(), error) {
-			h := rd.Open(e, nil, 0, true)
+			h := rd.Open(e, reader.Place{}, true)
 			read := func(ctx context.Context, p []byte, off int64) (int, error) {
 				data, release, err := h.Read(ctx, p, off)
 				n := copy(p, data)
