@@ -14,11 +14,11 @@ export SEGFS_BIN         := $(SEGFS)
 export VERSITYGW_BIN     := $(VERSITYGW)
 export SEGFS_REQUIRE_E2E := 1
 
-.PHONY: all deps versitygw fuse3 gomod build test fuzz-short demo clean distclean
+.PHONY: all deps versitygw fuse3 lucene gomod build test fuzz-short demo clean distclean
 
 all: build
 
-deps: versitygw fuse3 gomod
+deps: versitygw fuse3 lucene gomod
 
 # versitygw prints "git" as its version when built by go install, so the
 # module version is read from the binary's build info instead.
@@ -40,6 +40,24 @@ fuse3:
 			echo "fuse3: apt-get failed; as root segfs mounts directly and does not need fusermount3" >&2; \
 	else \
 		echo "fuse3 is missing; install it with: sudo apt-get update && sudo apt-get install -y fuse3" >&2; \
+		exit 1; \
+	fi
+
+# The e2e tests and the benchmark drive the real Lucene: Debian's Lucene 8
+# on a JRE (tests/lucene/LuceneTool.java runs as a source program, so no
+# JDK is needed). Found where tests/harness/lucene.go looks for it. Unlike
+# fuse3 it cannot be done without: with SEGFS_REQUIRE_E2E a missing
+# Lucene fails the tests, so a failed install fails here.
+LUCENE_JARS := /usr/share/java/lucene-core-8*.jar /usr/share/java/lucene-core.jar
+lucene:
+	@jar=$$(ls $(LUCENE_JARS) 2>/dev/null | tail -n 1); \
+	if command -v java >/dev/null 2>&1 && [ -n "$$jar" ]; then \
+		echo "lucene: present ($$jar)"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "lucene: installing default-jre-headless liblucene8-java with apt-get"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y default-jre-headless liblucene8-java; \
+	else \
+		echo "lucene is missing; install it with: sudo apt-get update && sudo apt-get install -y default-jre-headless liblucene8-java" >&2; \
 		exit 1; \
 	fi
 

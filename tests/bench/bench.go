@@ -101,7 +101,7 @@ func (b *bench) run(ctx context.Context) error {
 		{"baselines", []step{
 			{[]int{1, 5}, b.fileBasedSeq}, {[]int{1, 5}, b.limitSeq},
 			{[]int{2, 4, 6}, b.fileBasedCopy}, {[]int{2, 4, 6}, b.limitCopy}, {[]int{2}, b.localDiskWrite},
-			{[]int{3, 4, 5, 8}, b.singleGets},
+			{[]int{3, 4, 5}, b.singleGets},
 		}},
 		{"segfs", []step{
 			// Case 5 reads what cases 1 and 3 left in the warm cache

@@ -44,6 +44,10 @@ func TestApplyRatios(t *testing.T) {
 		{System: sysSegfsPassthrough, Case: caseWarmRandom, Latency: lat(0.1, 0.5)},
 		{System: sysLocal, Case: caseWarmSeq, MBps: 1000},
 		{System: sysSegfsPassthrough, Case: caseWarmSeq, MBps: 300, LocalPairedMBps: 600},
+		{System: sysLocal, Case: caseLuceneOpenMmap, Seconds: 0.05},
+		{System: sysSegfs, Case: caseLuceneOpenMmap, Seconds: 0.5},
+		{System: sysLocal, Case: caseLuceneQueriesMmap, Seconds: 1, Latency: lat(1, 4)},
+		{System: sysSegfsOpenSearch, Case: caseLuceneQueriesMmap, Seconds: 2, Latency: lat(2, 10)},
 	}
 	ApplyRatios(recs)
 	get := func(system, c string) Record {
@@ -87,6 +91,10 @@ func TestApplyRatios(t *testing.T) {
 	check("warm p99 vs local record", get(sysSegfsPassthrough, caseWarmRandom).RatioLocal, 2.5)
 	check("warm seq vs paired local", get(sysSegfsPassthrough, caseWarmSeq).RatioLocal, 0.5)
 	check("warm seq vs local record", get(sysSegfs, caseWarmSeq).RatioLocal, 0.25)
+	// A Lucene open is compared by its time, its queries by their p99.
+	check("lucene open vs local", get(sysSegfs, caseLuceneOpenMmap).RatioLocal, 10)
+	check("lucene queries p99 vs local", get(sysSegfsOpenSearch, caseLuceneQueriesMmap).RatioLocal, 2.5)
+	check("lucene queries vs single GET", get(sysSegfsOpenSearch, caseLuceneQueriesMmap).RatioP99, 0)
 }
 
 func TestWriteTable(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package harness runs the real pieces of a segfs end-to-end setup as child
 // processes: a versitygw S3 server on a loopback port (Server) and the segfs
-// binary serving a FUSE mount (Mount). It is shared by the e2e tests, the
+// binary serving a FUSE mount (Mount), and the real Lucene in a JVM running
+// tests/lucene/LuceneTool.java (Lucene). It is shared by the e2e tests, the
 // demo and the benchmarks, so its functions take a context and return errors;
 // the few helpers that take a testing.TB are thin wrappers.
 //

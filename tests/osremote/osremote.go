@@ -52,7 +52,12 @@ type Options struct {
 	// IndexPathFile also writes <Base>/remote-index-path/remote_path_...
 	// with the path type and hash algorithm.
 	IndexPathFile bool
-	Seed          uint64
+	// SegmentInfosFromFiles makes the metadata's SegmentInfos the bytes
+	// of the refresh's own segments_<gen>, as a node's are those of its
+	// commit, instead of generated ones: for an index Lucene wrote, whose
+	// segments_N a generated one cannot stand in for.
+	SegmentInfosFromFiles bool
+	Seed                  uint64
 }
 
 // Remote writes refreshes of one shard. Not safe for concurrent use.
@@ -128,7 +133,14 @@ func (r *Remote) Upload(files map[string][]byte, term, gen int64) (*Refresh, err
 				segs = append(segs, strings.TrimSuffix(n, ".si"))
 			}
 		}
-		md.SegmentInfos = lucenegen.GenerateSegmentsN(gen, segs, r.o.Seed+uint64(gen)*7919+1)
+		if r.o.SegmentInfosFromFiles {
+			sn := layout.SegmentsFileName(gen)
+			if md.SegmentInfos = files[sn]; md.SegmentInfos == nil {
+				return nil, fmt.Errorf("osremote: SegmentInfosFromFiles: the refresh has no %s", sn)
+			}
+		} else {
+			md.SegmentInfos = lucenegen.GenerateSegmentsN(gen, segs, r.o.Seed+uint64(gen)*7919+1)
+		}
 		md.Generation, md.PrimaryTerm = gen, term
 		ref.SegmentInfos = md.SegmentInfos
 	}
