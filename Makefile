@@ -14,11 +14,14 @@ export SEGFS_BIN         := $(SEGFS)
 export VERSITYGW_BIN     := $(VERSITYGW)
 export SEGFS_REQUIRE_E2E := 1
 
-.PHONY: all deps versitygw fuse3 lucene gomod build test fuzz-short demo clean distclean
+.PHONY: all deps base-deps versitygw fuse3 lucene gomod build test fuzz-short demo clean distclean
 
 all: build
 
 deps: versitygw fuse3 lucene gomod
+
+# What the demo and the soak need: no Lucene.
+base-deps: versitygw fuse3 gomod
 
 # versitygw prints "git" as its version when built by go install, so the
 # module version is read from the binary's build info instead.
@@ -93,7 +96,7 @@ fuzz-short:
 		done; \
 	done
 
-demo: deps build
+demo: base-deps build
 	$(GO) run ./tests/demo
 
 # clean keeps bin/versitygw, a pinned dependency that takes minutes to
@@ -120,5 +123,5 @@ bench-quick: deps build
 # make soak SOAK_FLAGS='--duration 2m'. The fault cases themselves run in
 # make test (tests/reliability).
 .PHONY: soak
-soak: deps build
+soak: base-deps build
 	$(GO) run ./tests/soak $(SOAK_FLAGS)
