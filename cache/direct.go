@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
-	"unsafe"
 
+	"github.com/segfs/segfs/directio"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,8 +30,8 @@ const (
 // refuses O_DIRECT (EINVAL), goes through the page cache. A refusal turns
 // direct writes off for the Cache, once, with a log line.
 func (c *Cache) writeData(f *os.File, off int64, data []byte) error {
-	n := len(data) &^ (headerAlign - 1)
-	if !c.direct.Load() || n == 0 || off%headerAlign != 0 || uintptr(unsafe.Pointer(&data[0]))%headerAlign != 0 {
+	n := directio.Prefix(data, off)
+	if !c.direct.Load() || n == 0 {
 		return writeAll(f, data)
 	}
 	if err := setDirect(f, true, c.cfg.setDirectFd); err != nil {
@@ -70,8 +70,7 @@ const directReadMin = 128 << 10
 // page cache would duplicate. fd is the caller's own descriptor: the flag
 // is set for the read and cleared after it.
 func (c *Cache) preadData(fd int, dst []byte, off int64) error {
-	if !c.direct.Load() || len(dst) < directReadMin || len(dst)%headerAlign != 0 || off%headerAlign != 0 ||
-		uintptr(unsafe.Pointer(&dst[0]))%headerAlign != 0 {
+	if !c.direct.Load() || len(dst) < directReadMin || directio.Prefix(dst, off) != len(dst) {
 		return preadFull(fd, dst, off)
 	}
 	if err := c.cfg.setDirectFd(fd, true); err != nil {
@@ -98,14 +97,6 @@ func (c *Cache) noDirect(err error) {
 	if c.direct.CompareAndSwap(true, false) {
 		c.cfg.Logger.Warn("cache: the file system refuses O_DIRECT; writing and reading parts through the page cache", "dir", c.dir, "err", err)
 	}
-}
-
-// alignedBuf returns a zeroed buffer of n bytes at a 4096-aligned
-// address, for data that is to be written with O_DIRECT.
-func alignedBuf(n int64) []byte {
-	b := make([]byte, n+headerAlign)
-	skip := (headerAlign - int(uintptr(unsafe.Pointer(&b[0]))%headerAlign)) % headerAlign
-	return b[skip : int64(skip)+n : int64(skip)+n]
 }
 
 func writeAll(f *os.File, b []byte) error {

@@ -9,17 +9,19 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/segfs/segfs/directio"
 )
 
 // alignedCopy returns a copy of b at a 4096-byte aligned address, or at
 // one byte past it when misalign is set.
 func alignedCopy(b []byte, misalign bool) []byte {
 	if !misalign {
-		out := alignedBuf(int64(len(b)))
+		out := directio.Buf(int64(len(b)))
 		copy(out, b)
 		return out
 	}
-	out := alignedBuf(int64(len(b)) + 1)[1:]
+	out := directio.Buf(int64(len(b)) + 1)[1:]
 	copy(out, b)
 	return out
 }
@@ -231,7 +233,7 @@ func TestDirectReads(t *testing.T) {
 			k := Key{Source: "s3://b", Object: "reads", ETag: `"e"`, PartSize: n, Index: 0}
 			want := partData(k, n)
 			mustPut(t, c, k, want)
-			p := alignedBuf(int64(tc.len + tc.shift))[tc.shift:]
+			p := directio.Buf(int64(tc.len + tc.shift))[tc.shift:]
 			if !readInto(t, c, k, p, tc.off) || !bytes.Equal(p, want[tc.off:tc.off+int64(tc.len)]) {
 				t.Fatal("read back other bytes than were put")
 			}
@@ -255,7 +257,7 @@ func TestDirectReadFindsCorruption(t *testing.T) {
 	k := Key{Source: "s3://b", Object: "flip", ETag: `"e"`, PartSize: n, Index: 0}
 	mustPut(t, c, k, partData(k, n))
 	flipByte(t, partPath(c, k), func(size, hdrLen int64) int64 { return hdrLen + n/2 })
-	if readInto(t, c, k, alignedBuf(n), 0) {
+	if readInto(t, c, k, directio.Buf(n), 0) {
 		t.Fatal("a part with a flipped byte was served")
 	}
 	st := c.Stats()
@@ -290,7 +292,7 @@ func TestDirectReadRefused(t *testing.T) {
 		k := Key{Source: "s3://b", Object: "refused-read", ETag: `"e"`, PartSize: n, Index: i}
 		want := partData(k, n)
 		mustPut(t, c, k, alignedCopy(want, false))
-		p := alignedBuf(n)
+		p := directio.Buf(n)
 		if !readInto(t, c, k, p, 0) || !bytes.Equal(p, want) {
 			t.Fatalf("part %d: read back other bytes than were put", i)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/segfs/segfs/directio"
 	"github.com/segfs/segfs/dirfd"
 	"golang.org/x/sys/unix"
 )
@@ -226,7 +227,7 @@ func (c *Cache) buildObject(ctx context.Context, id partID, k ObjectKey, parts, 
 			unix.Unlinkat(tfd, tmp, 0)
 		}
 	}()
-	buf := alignedBuf(min(partSize, k.Size))
+	buf := directio.Buf(min(partSize, k.Size))
 	for i := range parts {
 		if err := ctx.Err(); err != nil {
 			return 0, err

@@ -18,6 +18,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/sys/unix"
 
+	"github.com/segfs/segfs/directio"
 	"github.com/segfs/segfs/dirfd"
 	"github.com/segfs/segfs/reader"
 )
@@ -191,16 +192,11 @@ func (r *restorer) tempFile(f *File) (*os.File, error) {
 	return out, nil
 }
 
-// directAlign is the alignment O_DIRECT needs of a write's offset,
-// length and buffer address.
-const directAlign = 4096
-
 // writeAt writes data at off into f's temporary file: the whole
 // aligned blocks through the O_DIRECT descriptor when offset and
 // buffer allow it, the rest (a file's tail) through the page cache.
 func (r *restorer) writeAt(f *File, out *os.File, data []byte, off int64) error {
-	if n := len(data) &^ (directAlign - 1); f.direct != nil && n > 0 && off%directAlign == 0 &&
-		uintptr(unsafe.Pointer(&data[0]))%directAlign == 0 {
+	if n := directio.Prefix(data, off); f.direct != nil && n > 0 {
 		w, err := f.direct.WriteAt(data[:n], off)
 		if err != nil && !errors.Is(err, syscall.EINVAL) {
 			return err

@@ -58,18 +58,23 @@ const warmWriteTimeout = 30 * time.Second
 const statusFiles = 20
 
 func (c *controlServer) status(w http.ResponseWriter, req *http.Request) {
-	m := statsSnapshot(c.eng, c.root)
+	cs := c.eng.disk.Stats()
 	rep := statusReport{
 		Source: c.src, Mountpoint: c.mnt, PID: os.Getpid(), Version: versionString(),
 		Started: c.started, UptimeSeconds: time.Since(c.started).Seconds(),
-		CacheDir: c.eng.disk.Dir(), CacheBytes: m["cache_bytes"], CacheMaxBytes: m["cache_max_bytes"], CacheParts: m["cache_parts"],
-		Counters: m,
+		CacheDir: c.eng.disk.Dir(), CacheBytes: cs.Bytes, CacheMaxBytes: cs.MaxBytes, CacheParts: cs.Parts,
+		Counters: statsSnapshot(c.eng, c.root),
 	}
-	hits := m["memory_hits"] + m["held_hits"] + m["disk_hits"] + m["range_tier_hits"]
-	rep.PartReads = hits + m["started_demand"] + m["joins"] + m["range_reads"]
+	// The part reads by where they were served from: without waiting for
+	// the store (the tiers in memory, the disk, the range tier), or not
+	// (a fetch started or joined for it, a GET of its own range).
+	st := c.eng.rd.Stats()
+	disk := st.DiskHits.Load()
+	hits := st.MemoryHits.Load() + st.HeldHits.Load() + disk + st.RangeTierHits.Load()
+	rep.PartReads = hits + st.StartedDemand.Load() + st.Joins.Load() + st.RangeReads.Load()
 	if rep.PartReads > 0 {
 		rep.HitRatio = float64(hits) / float64(rep.PartReads)
-		rep.DiskHitRatio = float64(m["disk_hits"]) / float64(rep.PartReads)
+		rep.DiskHitRatio = float64(disk) / float64(rep.PartReads)
 	}
 	entries := c.root.Entries()
 	rep.FileCount = len(entries)
