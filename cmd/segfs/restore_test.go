@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
-	"golang.org/x/sys/unix"
 
 	"github.com/segfs/segfs/compress"
 	"github.com/segfs/segfs/layout"
@@ -451,59 +450,6 @@ func TestRestoreStopsAFailedFile(t *testing.T) {
 	t.Logf("the failed file cost %d GETs (%d for the shard without it)", extra, base.Gets)
 	if limit := int64(2 * restoreWorkers(2)); extra > limit {
 		t.Errorf("the failed file cost %d GETs; want at most %d (the pieces running when it failed)", extra, limit)
-	}
-}
-
-// DEST_DIR holding a restore of another source is refused, though every
-// name in it is one of this source's (two shards often share names), and
-// so is a directory holding only such names that no restore wrote:
-// nothing in either is replaced.
-func TestRestoreRefusesAnotherSourcesRestore(t *testing.T) {
-	srcA, _ := plainShard(t)
-	srcB := t.TempDir()
-	localstore.WriteTree(t, srcB, map[string][]byte{
-		"index/_0.si": lucenFile(t, "_0.si", 700, 9), // the same name, another file
-		"notes.txt":   []byte("shard B\n"),
-	})
-	dest := t.TempDir()
-	if _, code, err := runRestore(t, fileURL(srcB), dest, "--no-cache"); code != 0 {
-		t.Fatalf("restore of B: exit %d: %v", code, err)
-	}
-	before := localstore.ReadTree(t, dest)
-	_, code, err := runRestore(t, fileURL(srcA), dest, "--no-cache")
-	if code != 2 || err == nil || !strings.Contains(err.Error(), "holds a restore of "+fileURL(srcB)) {
-		t.Errorf("restore of A into B's restore: exit %d, %v; want 2 naming B", code, err)
-	}
-	sameTree(t, localstore.ReadTree(t, dest), before)
-
-	copied := t.TempDir() // B's files, copied without the mark
-	localstore.WriteTree(t, copied, before)
-	for name := range before { // with their times, as a copy that keeps them
-		fi, err := os.Stat(filepath.Join(dest, filepath.FromSlash(name)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(filepath.Join(copied, filepath.FromSlash(name)), fi.ModTime(), fi.ModTime()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, code, err = runRestore(t, fileURL(srcA), copied, "--no-cache")
-	if code != 2 || err == nil || !strings.Contains(err.Error(), "no segfs restore wrote it") {
-		t.Errorf("restore of A into a copy of B's files: exit %d, %v; want 2, not a restore", code, err)
-	}
-	sameTree(t, localstore.ReadTree(t, copied), before)
-	// The way the error gives through: mark the copy as B's restore.
-	if err := unix.Setxattr(copied, restoreMark, []byte(fileURL(srcB)), 0); err != nil {
-		t.Fatal(err)
-	}
-	if sum, code, err := runRestore(t, fileURL(srcB), copied, "--no-cache"); code != 0 || sum.Skipped != len(before) {
-		t.Errorf("restore of B into its marked copy: exit %d (%v), %v; want every file skipped", code, err, sum)
-	}
-
-	// B again into its own restore: the mark matches, every file skipped.
-	sum, code, err := runRestore(t, fileURL(srcB), dest, "--no-cache")
-	if code != 0 || sum.Skipped != len(before) {
-		t.Errorf("restore of B again: exit %d (%v), %v; want every file skipped", code, err, sum)
 	}
 }
 
