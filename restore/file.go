@@ -69,8 +69,5 @@ type Failed struct {
 	Err  error
 }
 
-// Name is the file's name, '/'-separated, relative to DEST_DIR.
-func (f *File) Name() string { return f.entry.Name }
-
 // Size is the file's size as the source lists it.
 func (f *File) Size() int64 { return f.size }
