@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"log/slog"
@@ -80,7 +81,7 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 			MaxWrite:     cfg.MaxRead, // go-fuse sets max_read to MaxWrite
 			MaxReadAhead: cfg.MaxRead,
 			Debug:        cfg.Debug,
-			Logger:       log.New(slogWriter{cfg.Logger}, "", 0),
+			Logger:       log.New(slogWriter{log: cfg.Logger, trace: cfg.Debug}, "", 0),
 			AllowOther:   cfg.AllowOther || cfg.AllowRoot,
 			// With no attributes cached (allow_root), the automatic
 			// invalidation would have the kernel ask for them before
@@ -146,11 +147,20 @@ func setReadahead(mountpoint string, size int) error {
 	return nil
 }
 
-// slogWriter passes go-fuse's log lines to slog at debug level.
-type slogWriter struct{ log *slog.Logger }
+// slogWriter passes go-fuse's log lines to slog: at debug level, or at
+// info level with trace (--debug), so that the trace the operator asked
+// for is shown at the default --log-level.
+type slogWriter struct {
+	log   *slog.Logger
+	trace bool
+}
 
 func (w slogWriter) Write(p []byte) (int, error) {
-	w.log.Debug("go-fuse: " + string(trimNewline(p)))
+	level := slog.LevelDebug
+	if w.trace {
+		level = slog.LevelInfo
+	}
+	w.log.Log(context.Background(), level, "go-fuse: "+string(trimNewline(p)))
 	return len(p), nil
 }
 

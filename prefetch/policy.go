@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/segfs/segfs/fetcher"
 )
@@ -52,6 +53,12 @@ type Range struct {
 	Obj      fetcher.Object
 	Off, Len int64
 	Prio     Priority
+	Learned  bool // a learned profile widened it (open_profile_ranges)
+	// Group is the scheduler group of its fetches; "" is the object's
+	// own. The ranges of one open share a group, so that they are
+	// fetched in the order the open reads them, not taking turns by
+	// object.
+	Group string
 }
 
 // Part names one part to start.
@@ -81,6 +88,7 @@ type Dir struct {
 	Names []string // the files' names in the directory, by index
 
 	seen      atomic.Bool
+	seenAt    atomic.Int64 // when FirstSeen was first called, in Unix nanoseconds
 	indexOnce sync.Once
 	index     bool
 	smallOnce sync.Once
@@ -98,7 +106,17 @@ func (d *Dir) Add(name string, obj fetcher.Object) int {
 
 // FirstSeen reports whether this is the first call for d: the engine
 // runs the policies' Seen plans once per directory.
-func (d *Dir) FirstSeen() bool { return d.seen.CompareAndSwap(false, true) }
+func (d *Dir) FirstSeen() bool {
+	if !d.seen.CompareAndSwap(false, true) {
+		return false
+	}
+	d.seenAt.Store(time.Now().UnixNano())
+	return true
+}
+
+// SeenAt returns when d was first seen (FirstSeen), in Unix
+// nanoseconds; 0 before.
+func (d *Dir) SeenAt() int64 { return d.seenAt.Load() }
 
 // HoldsIndex reports whether d holds a Lucene index: a segments_N file
 // or a segment's .si file.
@@ -146,13 +164,13 @@ const (
 )
 
 // Policies returns the policies of mode, in the order they run; with
-// segments, the segment-aware LuceneOpen first (with profile, if not
-// nil), in every mode: it fetches only what an open of a Lucene
-// directory reads.
-func Policies(mode Mode, segments bool, profile *Profile) []Policy {
+// segments, the segment-aware LuceneOpen first (for the mount's kernel
+// reads, widened by profile if not nil), in every mode: it fetches only
+// what an open of a Lucene directory reads.
+func Policies(mode Mode, segments bool, kernel Kernel, profile *Profile) []Policy {
 	var ps []Policy
 	if segments {
-		ps = append(ps, LuceneOpen{Profile: profile})
+		ps = append(ps, LuceneOpen{Kernel: kernel, Profile: profile})
 	}
 	switch mode {
 	case Open:

@@ -30,7 +30,7 @@ func TestPoliciesOfEachMode(t *testing.T) {
 		Open: {OnOpen{}, SmallAfter{N: SmallAhead}},
 		All:  {OnOpen{}, Sweep{}},
 	} {
-		if got := Policies(mode, false, nil); !slices.Equal(got, want) {
+		if got := Policies(mode, false, Kernel{}, nil); !slices.Equal(got, want) {
 			t.Errorf("Policies(%q) = %v, want %v", mode, got, want)
 		}
 		withIndex := []Policy{LuceneOpen{}}
@@ -40,7 +40,7 @@ func TestPoliciesOfEachMode(t *testing.T) {
 			}
 			withIndex = append(withIndex, p)
 		}
-		if got := Policies(mode, true, nil); !slices.Equal(got, withIndex) {
+		if got := Policies(mode, true, Kernel{}, nil); !slices.Equal(got, withIndex) {
 			t.Errorf("Policies(%q, segments) = %v, want LuceneOpen first, then %v", mode, got, want)
 		}
 	}

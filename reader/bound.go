@@ -13,7 +13,9 @@ type Bound struct {
 	Parts int64
 	// Ranges: the buffers of cold small reads' own-range GETs, one per
 	// worker; with SegmentPrefetch also the range tier's blocks, in
-	// memory (RangeMemory) and in flight (three per worker).
+	// memory (Config.RangeMemory) and in flight: a running range fetch holds
+	// its GET's buffer and the blocks cut from it, at most
+	// RangeFetchMax each, one fetch per worker.
 	Ranges int64
 	// Memory: the memory tier, the parts the disk cache refused.
 	Memory int64
@@ -31,7 +33,7 @@ func (r *Reader) MemoryBound() Bound {
 		Frames: r.cfg.Frames.CacheBytes + r.cfg.Frames.DecodeBytes,
 	}
 	if r.cfg.SegmentPrefetch {
-		b.Ranges += 3*w*RangeBlock + RangeMemory
+		b.Ranges += 2*w*RangeFetchMax + r.cfg.RangeMemory
 	}
 	return b
 }

@@ -56,6 +56,14 @@ type Config struct {
 	// first seen, has its small files and the heads and tails of its
 	// larger files fetched at once, into the range tier.
 	SegmentPrefetch bool
+	// RangeMemory bounds the range tier's blocks kept in memory; the
+	// others are read from the disk cache. Default DefaultRangeMemory;
+	// below one block, none is kept.
+	RangeMemory int64
+	// Kernel is what the kernel reads of a file around an open's reads
+	// (the mount's readahead and max_read), which the segment policy
+	// fetches ahead. Default prefetch.DefaultKernel.
+	Kernel prefetch.Kernel
 	// Frames configures the reads of seekable zstd objects (frames.go).
 	Frames FrameConfig
 	// Logger receives warnings. Default slog.Default().
@@ -84,6 +92,12 @@ func (c Config) withDefaults(workers int) (Config, error) {
 	}
 	if c.MaxReadahead <= 0 {
 		c.MaxReadahead = workers
+	}
+	if c.RangeMemory <= 0 {
+		c.RangeMemory = DefaultRangeMemory
+	}
+	if c.Kernel.Readahead <= 0 || c.Kernel.MaxRead <= 0 {
+		c.Kernel = prefetch.DefaultKernel
 	}
 	if c.Prefetch == "" {
 		c.Prefetch = prefetch.Open

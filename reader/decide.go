@@ -83,10 +83,10 @@ type partView struct {
 }
 
 // choose returns where a read of a part is served from: the first of
-// memory, held, in flight, disk and remote that has it. Before the
-// remote, readPart consults the range tier (rangetier.go), which holds
-// only the heads and tails of files: a part tier that has the bytes
-// comes first. A small read
+// memory, held, in flight, disk and remote that has it. Before all of
+// them, the read asks the range tier (rangetier.go), which holds or is
+// fetching the heads and tails of an index's files: those bytes come
+// sooner from it than from a part fetch of the file. A small read
 // does not join a fetch that only readahead or background work wants and
 // that has not yet got its bytes: it would wait for a whole part where a
 // GET of its range is quicker. retry says the part was fetched for this

@@ -37,7 +37,9 @@
 //     stream.go follows a sequential reader, fill.go runs the
 //     background fills and the prefetch policies' plans.
 //   - rangetier.go: the range tier, the heads and tails of an index's
-//     files fetched ahead when its directory is first seen.
+//     files fetched ahead when its directory is first seen, as wide as
+//     the kernel reads them; a read it covers is answered from it, or
+//     waits for its fetch in flight, before any part tier.
 //   - warm.go: segfs warm; whole.go: promotion to whole-object files for
 //     passthrough opens (promoter); profile.go: the learned open profile
 //     (learner); keys.go: the disk cache's keys.
@@ -79,8 +81,9 @@
 // before the scheduler's lock (a reader giving up cancels its GET) and
 // never with cursors.mu or partTable.mu. The scheduler never calls back
 // into the engine while holding its own lock. FrameReader.mu, the
-// decode budget's lock, rangeTier.mu and learner.mu take no other lock
-// of the engine. The disk cache is only called with neither cursors.mu
+// decode budget's lock and rangeTier.mu take no other lock of the
+// engine (the tier's deferred fills start after rangeTier.mu is
+// released). The disk cache is only called with neither cursors.mu
 // nor partTable.mu held. The Reader itself has no lock: it is the
 // façade over these parts.
 package reader

@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,9 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (data []byte,
 	}
 	if err == nil && len(data) > 0 { // a read at the end touched no tier
 		h.r.stats.ReadLatency[tier.get()].Since(start)
+		if log := h.r.cfg.Logger; log.Enabled(ctx, slog.LevelDebug) {
+			log.Debug("read", "name", h.entry.Name, "off", off, "len", len(data), "tier", tier.get(), "took", time.Since(start))
+		}
 		h.served.Add(int64(len(data)))
 		if h.entry.Inline == nil && len(data) > 0 {
 			h.r.learned.learn(h, off, int64(len(data)))

@@ -14,8 +14,8 @@ import (
 // under its lock (partTable.read); the rest are the partTiers here, one
 // per source. A tier that finds the bytes are not its own after all
 // says so (done false) and the read falls through to the next source
-// choose names. Before the remote tiers, readPart consults the range
-// tier's heads and tails (rangetier.go).
+// choose names. Before any of them, the read asks the range tier's
+// heads and tails (rangetier.go).
 
 // partRead is one read of a part: len(p) bytes at off within part idx
 // of obj, key naming that part.

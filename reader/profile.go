@@ -3,7 +3,6 @@ package reader
 import (
 	"context"
 	"encoding/binary"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,13 +10,15 @@ import (
 	"github.com/segfs/segfs/prefetch"
 )
 
-// Learned opens (prefetch/profile.go): for ProfileWindow after the first
-// index directory is seen, every read of a file of such a directory
-// widens the open profile; at Close the profile is stored in the disk
-// cache, once per cache and source, as one checksummed record under a
-// key of its own. New loads it, so the next mount of the source fetches
-// by it. A record that is damaged (the cache's checksums), from another
-// source or that does not parse is ignored with a log line. To learn
+// Learned opens (prefetch/profile.go): for ProfileWindow after an index
+// directory is first seen, every read of a file of it widens the open
+// profile, which the segment policy reads live: the next index
+// directory the mount sees is fetched by what the first one taught. At
+// Close a profile that grew is stored in the disk cache, one per cache
+// directory whatever the source, as one checksummed record under a key
+// of its own; New loads it, so the next mount with that cache starts
+// from it. A record that is damaged (the cache's checksums), of another
+// version or that does not parse is ignored with a log line. To learn
 // again, clear the cache directory.
 
 // ProfileWindow is how long after an index's first sight its reads are
@@ -35,28 +36,39 @@ type learner struct {
 	cache Cache
 	cfg   Config
 	stats *Stats
-	first *atomic.Int64 // when the first directory was seen (rangeTier.first)
+	p     *prefetch.Profile // loaded, or empty; the segment policy's
 
-	mu     sync.Mutex
-	p      prefetch.Profile
-	grew   bool
-	loaded bool // a stored profile was loaded: it is not written again
+	grew atomic.Bool // p grew since it was loaded or stored
 }
 
 func newLearner(r *Reader) *learner {
-	return &learner{cache: r.cache, cfg: r.cfg, stats: &r.stats, first: &r.rtier.first}
+	return &learner{cache: r.cache, cfg: r.cfg, stats: &r.stats, p: &prefetch.Profile{}}
 }
 
 // ProfileObject is the object name of the open profile's record in the
 // disk cache: with a NUL, which no object key the tree shows can hold.
 const ProfileObject = "\x00open-profile"
 
+// profileSource is the source of the profile's key: one per cache
+// directory, whatever the mount's source.
+const profileSource = "\x00node"
+
 func (l *learner) profileKey() cache.Key {
-	return cache.Key{Source: l.cfg.Source, Object: ProfileObject, ETag: "1", PartSize: profileRecord, Index: 0}
+	return cache.Key{Source: profileSource, Object: ProfileObject, ETag: "2", PartSize: profileRecord, Index: 0}
 }
 
-// loadProfile returns the stored profile of the source, nil if none.
+// loadProfile makes the stored profile the one learned into, if the
+// cache holds one, and returns the profile.
 func (l *learner) loadProfile() *prefetch.Profile {
+	if p := l.readProfile(); p != nil {
+		l.p = p
+		l.stats.ProfileLoaded.Store(1)
+	}
+	return l.p
+}
+
+// readProfile returns the stored profile, nil if none or unreadable.
+func (l *learner) readProfile() *prefetch.Profile {
 	k := l.profileKey()
 	if !l.cache.Contains(k) {
 		return nil
@@ -71,17 +83,16 @@ func (l *learner) loadProfile() *prefetch.Profile {
 		l.cfg.Logger.Info("open profile damaged; the built-in one stands", "length", n)
 		return nil
 	}
-	p, err := prefetch.UnmarshalProfile(buf[4:4+n], l.cfg.Source)
+	p, err := prefetch.UnmarshalProfile(buf[4 : 4+n])
 	if err != nil {
 		l.cfg.Logger.Info("open profile ignored; the built-in one stands", "err", err)
 		return nil
 	}
-	l.stats.ProfileLoaded.Store(1)
 	return p
 }
 
 // learn records a read of h's file, if it belongs to an index directory
-// and comes within ProfileWindow of the first one seen, and does not
+// and comes within ProfileWindow of that directory's first sight, and does not
 // continue h's last read forward: a copy's reads each start where the
 // one before ended, and teach nothing; an open's reads jump (header,
 // footer, a metadata block).
@@ -90,27 +101,23 @@ func (l *learner) learn(h *Handle, off, n int64) {
 		return
 	}
 	last := h.lastEnd.Swap(off + n)
-	first := l.first.Load()
-	if last == off || first == 0 || time.Now().UnixNano()-first > int64(ProfileWindow) || !h.dir.HoldsIndex() {
+	seen := h.dir.SeenAt()
+	if last == off || seen == 0 || time.Now().UnixNano()-seen > int64(ProfileWindow) || !h.dir.HoldsIndex() {
 		return
 	}
-	l.mu.Lock()
-	if !l.loaded && l.p.Record(h.entry.Name, h.entry.Size(), off, n) {
-		l.grew = true
+	if l.p.Record(h.entry.Name, h.entry.Size(), off, n) {
+		l.grew.Store(true)
 	}
-	l.mu.Unlock()
 }
 
-// saveProfile stores what was learned, unless a profile was loaded or
-// nothing was learned.
+// saveProfile stores the profile if it grew, widened by what the cache
+// holds now.
 func (l *learner) saveProfile() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.loaded || !l.grew {
+	if !l.grew.Swap(false) {
 		return
 	}
-	l.p.Source = l.cfg.Source
-	data, err := prefetch.MarshalProfile(&l.p)
+	l.p.Merge(l.readProfile())
+	data, err := prefetch.MarshalProfile(l.p)
 	if err != nil || len(data) > profileRecord-4 {
 		return // an absurd number of extensions: nothing worth keeping
 	}
@@ -119,7 +126,5 @@ func (l *learner) saveProfile() {
 	copy(rec[4:], data)
 	if err := l.cache.PutSummed(context.Background(), l.profileKey(), rec, nil); err != nil {
 		l.cfg.Logger.Debug("open profile not stored", "err", err)
-		return
 	}
-	l.grew = false
 }

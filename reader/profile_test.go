@@ -8,8 +8,8 @@ import (
 )
 
 // Reads of an open that go past the built-in tail are learned, stored at
-// Close, and the next Reader on the cache fetches by them; a copy's
-// sequential reads teach nothing; another source's profile is ignored.
+// Close, and the next Reader on the cache fetches by them, whatever its
+// source (one profile per cache directory).
 func TestLearnedOpenProfile(t *testing.T) {
 	store, _, dir, cdir := rangeTierTest(t)
 	big := dir.Files[0]
@@ -36,7 +36,7 @@ func TestLearnedOpenProfile(t *testing.T) {
 	if r2.Stats().ProfileLoaded.Load() != 1 {
 		t.Fatal("the learned profile was not loaded")
 	}
-	p := r2.policies[0].(prefetch.LuceneOpen).Profile.Extents[".fdt"]
+	p := r2.policies[0].(prefetch.LuceneOpen).Profile.Extents()[".fdt"]
 	if p.Tail < 300<<10-4096 || p.Tail > 300<<10 {
 		t.Errorf("learned tail of .fdt %d, want about 300 KiB", p.Tail)
 	}
@@ -53,12 +53,14 @@ func TestLearnedOpenProfile(t *testing.T) {
 	r2.Close()
 	pc.Close()
 
-	// Another source on the same cache directory has no profile.
+	// Another source on the same cache directory (another shard of the
+	// node) starts from it.
 	pc = openCacheAt(t, cdir)
+	<-pc.IndexLoaded()
 	other := cfg
 	other.Source = "other"
-	if r3 := newTestReader(t, store, pc, 4, other); r3.Stats().ProfileLoaded.Load() != 0 {
-		t.Error("a profile of another source was loaded")
+	if r3 := newTestReader(t, store, pc, 4, other); r3.Stats().ProfileLoaded.Load() != 1 {
+		t.Error("another source's mount on the same cache did not load the profile")
 	}
 }
 
@@ -76,9 +78,7 @@ func TestCopyTeachesNoProfile(t *testing.T) {
 			release()
 		}
 	}
-	r.learned.mu.Lock()
-	defer r.learned.mu.Unlock()
-	if e := r.learned.p.Extents[".fdt"]; e != (prefetch.Extent{}) {
+	if e := r.learned.p.Extents()[".fdt"]; e != (prefetch.Extent{}) {
 		t.Errorf("a sequential copy taught %+v", e)
 	}
 }

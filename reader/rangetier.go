@@ -17,18 +17,25 @@ import (
 // The range tier: the heads and tails of files that a Lucene open reads
 // (prefetch.LuceneOpen), fetched ahead in blocks of RangeBlock bytes,
 // far smaller than a part. Each block is kept in memory (an LRU within
-// RangeMemory bytes) and stored in the disk cache under a key space of
-// its own (the source with rangeSource appended, part size RangeBlock),
-// so it is checksummed, crash-safe, evicted and loaded after a restart
-// like any part, and a remount opens the index with no GET. A read
-// consults the tier after the part tiers (decide.go): a cached part
-// supersedes the blocks it holds.
+// Config.RangeMemory bytes) and stored in the disk cache under a key
+// space of its own (the source with rangeSource appended, part size
+// RangeBlock), so it is checksummed, crash-safe, evicted and loaded
+// after a restart like any part, and a remount opens the index with no
+// GET. A read asks the tier first (Reader.read, readPart): a read that
+// the tier holds or is fetching in whole is answered from it, waiting
+// for its fetch if need be, before any part fetch of the file is
+// started, joined or borrowed from; the blocks and the parts hold the
+// same bytes of the same version.
 
-// RangeBlock is the range tier's unit. RangeMemory bounds the blocks
-// kept in memory.
+// RangeBlock is the range tier's unit. DefaultRangeMemory is the
+// default of Config.RangeMemory. RangeFetchMax bounds the span of one
+// range fetch: a wider range is fetched by several GETs, which run in
+// parallel, so that the memory of the fetches in flight stays bounded
+// by the workers whatever the kernel's readahead.
 const (
-	RangeBlock  = 64 << 10
-	RangeMemory = 16 << 20
+	RangeBlock         = 64 << 10
+	DefaultRangeMemory = 64 << 20
+	RangeFetchMax      = 1 << 20
 )
 
 // rangeSource is appended to the cache source of range-tier blocks.
@@ -48,30 +55,54 @@ type rangeTier struct {
 	stop  chan struct{} // closed by Reader.Close: nothing is stored after
 
 	// first is when the first directory was seen, in Unix nanoseconds;
-	// 0 before. Atomic: every read of an index's file looks at it.
+	// 0 before.
 	first atomic.Int64
 
-	mu       sync.Mutex
-	lru      list.List                 // of *rangeBlock, most recently used first
-	blocks   map[partKey]*list.Element // by object and block index
-	bytes    int64                     // INVARIANT: the sum of the blocks' lengths, at most RangeMemory
-	fetching map[partKey]bool          // blocks a range fetch is getting now
+	mu     sync.Mutex
+	lru    list.List                 // of *rangeBlock, most recently used first
+	blocks map[partKey]*list.Element // by object and block index
+	bytes  int64                     // INVARIANT: the sum of the blocks' lengths, at most cfg.RangeMemory
+	// fetching holds, for each block a range fetch is getting, that
+	// fetch, from its submission until its blocks are stored: a read of
+	// those bytes waits for it instead of fetching them again.
+	fetching map[partKey]*rangeFetch
 	// pending counts the range fetches of Seen plans (an open's bytes)
-	// not yet ended; while it is above 0, fills wait in deferred, so that
-	// the bodies of opened files do not compete with the open.
+	// not yet ended. While it is above 0, and until no read has been
+	// served by the tier for OpenQuiet, fills wait in deferred, so that
+	// the bodies of opened files do not compete with the open: an open
+	// is a burst of reads of heads and tails, the searches after it
+	// read bodies. release, armed while fills wait with no fetch
+	// pending, starts them once the tier is quiet; closed stops it.
 	pending  int
 	deferred []prefetch.Fill
+	release  *time.Timer
+	closed   bool
+	// lastHit is when a read was last served by the tier, in Unix
+	// nanoseconds.
+	lastHit atomic.Int64
 }
+
+// OpenQuiet is how long the range tier serves no read before the fills
+// of opened files start: an open's reads come a few milliseconds apart.
+const OpenQuiet = 100 * time.Millisecond
 
 type rangeBlock struct {
 	key  partKey
 	data []byte
 }
 
+// rangeFetch is one GET of blocks b0 to b1 of an object for the tier.
+type rangeFetch struct {
+	b0, b1 int64
+	done   chan struct{} // closed once blocks is set, or the fetch failed
+	blocks [][]byte      // the blocks' bytes, b0 first; nil if it failed
+	task   *prefetch.Task
+}
+
 func newRangeTier(r *Reader) *rangeTier {
 	return &rangeTier{
 		r: r, store: r.store, cache: r.cache, sched: r.sched, cfg: r.cfg, stats: &r.stats, stop: r.stop,
-		blocks: make(map[partKey]*list.Element), fetching: make(map[partKey]bool),
+		blocks: make(map[partKey]*list.Element), fetching: make(map[partKey]*rangeFetch),
 	}
 }
 
@@ -87,7 +118,10 @@ func (t *rangeTier) keepBlock(k partKey, data []byte) {
 	if _, ok := t.blocks[k]; ok {
 		return
 	}
-	for t.bytes+int64(len(data)) > RangeMemory && t.lru.Len() > 0 {
+	if int64(len(data)) > t.cfg.RangeMemory {
+		return // kept on disk only
+	}
+	for t.bytes+int64(len(data)) > t.cfg.RangeMemory && t.lru.Len() > 0 {
 		old := t.lru.Remove(t.lru.Back()).(*rangeBlock)
 		delete(t.blocks, old.key)
 		t.bytes -= int64(len(old.data))
@@ -109,23 +143,34 @@ func (t *rangeTier) memBlock(k partKey, p []byte, off int64) bool {
 	return true
 }
 
-// hasBlock reports whether block k is in memory or on disk.
-func (rt *rangeTier) hasBlock(k partKey) bool {
+// holder returns the fetch in flight of block k, if any, and whether
+// the LRU holds the block.
+func (rt *rangeTier) holder(k partKey) (*rangeFetch, bool) {
 	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	_, ok := rt.blocks[k]
-	rt.mu.Unlock()
-	return ok || rt.cache.Contains(rt.cfg.rangeCacheKey(k))
+	return rt.fetching[k], ok
 }
 
-// fetchRange fetches rg's blocks that no tier holds, with one GET of the
-// span they cover, at rg's priority in the object's group. A range whose
-// parts are cached, or whose blocks are all held or being fetched, costs
-// nothing. An open range (of a Seen plan) holds back the fills until it
-// ends.
+// hasBlock reports whether block k is in memory or on disk.
+func (rt *rangeTier) hasBlock(k partKey) bool {
+	if _, ok := rt.holder(k); ok {
+		return true
+	}
+	return rt.cache.Contains(rt.cfg.rangeCacheKey(k))
+}
+
+// fetchRange fetches rg's blocks that no tier holds and no fetch is
+// getting, at rg's priority in rg's group (the object's by default):
+// each run of such
+// blocks by GETs of at most RangeFetchMax bytes. A range whose parts
+// are cached, or whose blocks are all held or being fetched, costs
+// nothing. An open range (of a Seen plan) holds back the fills until
+// it ends.
 func (rt *rangeTier) fetchRange(rg prefetch.Range, open bool) {
 	obj := rg.Obj
-	if open && rg.Len < obj.Size && rg.Len > max(prefetch.LuceneHead, prefetch.LuceneTail) {
-		rt.stats.ProfileRanges.Add(1) // widened by a learned profile
+	if open && rg.Learned {
+		rt.stats.ProfileRanges.Add(1)
 	}
 	end := min(rg.Off+rg.Len, obj.Size)
 	if rg.Off < 0 || rg.Off >= end {
@@ -135,40 +180,60 @@ func (rt *rangeTier) fetchRange(rg prefetch.Range, open bool) {
 	if rt.cache.Contains(rt.cfg.cacheKey(keyOfPart(obj, rg.Off/ps))) && rt.cache.Contains(rt.cfg.cacheKey(keyOfPart(obj, (end-1)/ps))) {
 		return
 	}
+	group := rg.Group
+	if group == "" {
+		group = obj.Key
+	}
+	const most = RangeFetchMax / RangeBlock // blocks per fetch
 	b0, b1 := rg.Off/RangeBlock, (end-1)/RangeBlock
-	for b0 <= b1 && rt.hasBlock(keyOfPart(obj, b0)) {
-		b0++
+	for b := b0; b <= b1; {
+		if f, _ := rt.holder(keyOfPart(obj, b)); f != nil || rt.hasBlock(keyOfPart(obj, b)) {
+			b++
+			continue
+		}
+		run := b
+		for run+1 <= b1 && run+1-b < most {
+			if f, _ := rt.holder(keyOfPart(obj, run+1)); f != nil || rt.hasBlock(keyOfPart(obj, run+1)) {
+				break
+			}
+			run++
+		}
+		rt.startFetch(obj, group, b, run, rg.Prio, open)
+		b = run + 1
 	}
-	for b1 >= b0 && rt.hasBlock(keyOfPart(obj, b1)) {
-		b1--
-	}
-	if b0 > b1 {
-		return
-	}
+}
+
+// startFetch submits the fetch of blocks b0 to b1 of obj, unless
+// another fetch took one of them meanwhile.
+func (rt *rangeTier) startFetch(obj fetcher.Object, group string, b0, b1 int64, prio prefetch.Priority, open bool) {
+	f := &rangeFetch{b0: b0, b1: b1, done: make(chan struct{})}
 	rt.mu.Lock()
 	for b := b0; b <= b1; b++ {
-		if rt.fetching[keyOfPart(obj, b)] {
+		if rt.fetching[keyOfPart(obj, b)] != nil {
 			rt.mu.Unlock()
-			return // another fetch covers it
+			return
 		}
 	}
 	for b := b0; b <= b1; b++ {
-		rt.fetching[keyOfPart(obj, b)] = true
+		rt.fetching[keyOfPart(obj, b)] = f
 	}
 	if open {
 		rt.pending++
 	}
 	rt.mu.Unlock()
 	rt.stats.RangesPrefetched.Add(1)
-	rt.sched.Submit(obj.Key, rg.Prio, func(ctx context.Context) { rt.fetchBlocks(ctx, obj, b0, b1, open) })
+	task := rt.sched.Submit(group, prio, func(ctx context.Context) { rt.fetchBlocks(ctx, obj, f, open) })
+	rt.mu.Lock()
+	f.task = task
+	rt.mu.Unlock()
 }
 
-// fetchBlocks is the task of a range fetch: one GET of blocks b0 to b1
-// of obj, kept in memory and stored in the disk cache, then the blocks
-// marked fetched; the last open range to end starts the fills deferred
-// for it.
-func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, b0, b1 int64, open bool) {
-	lo, hi := b0*RangeBlock, min((b1+1)*RangeBlock, obj.Size)
+// fetchBlocks is the task of a range fetch: one GET of f's blocks of
+// obj, handed to the reads waiting on f and kept in memory, then stored
+// in the disk cache, then the blocks marked fetched; the last open
+// range to end starts the fills deferred for it.
+func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *rangeFetch, open bool) {
+	lo, hi := f.b0*RangeBlock, min((f.b1+1)*RangeBlock, obj.Size)
 	buf := make([]byte, hi-lo)
 	err := guard(fmt.Sprintf("fetch %s [%d,%d) for the range tier", obj.Key, lo, hi), func() error {
 		return rt.store.ReadRange(ctx, obj, lo, buf)
@@ -178,64 +243,197 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, b0, b1
 		err = ErrClosed // nothing is stored after Close
 	default:
 	}
+	var blocks [][]byte
 	if err == nil {
 		rt.stats.RangeTierBytes.Add(int64(len(buf)))
 		rt.stats.FetchedBytes.Add(int64(len(buf)))
-		for b := b0; b <= b1; b++ {
-			k := keyOfPart(obj, b)
-			data := bytes.Clone(buf[(b-b0)*RangeBlock : min((b-b0+1)*RangeBlock, int64(len(buf)))]) // exact bytes in the LRU
-			rt.keepBlock(k, data)
-			if perr := rt.cache.PutSummed(context.Background(), rt.cfg.rangeCacheKey(k), data, nil); perr != nil {
-				rt.cfg.Logger.Debug("range-tier block not cached", "key", obj.Key, "block", b, "err", perr)
-			}
+		for b := f.b0; b <= f.b1; b++ {
+			data := bytes.Clone(buf[(b-f.b0)*RangeBlock : min((b-f.b0+1)*RangeBlock, int64(len(buf)))]) // exact bytes in the LRU
+			blocks = append(blocks, data)
+			rt.keepBlock(keyOfPart(obj, b), data)
 		}
 	} else if ctx.Err() == nil {
 		rt.cfg.Logger.Debug("range-tier fetch failed", "key", obj.Key, "err", err)
 	}
 	rt.mu.Lock()
-	for b := b0; b <= b1; b++ {
-		delete(rt.fetching, keyOfPart(obj, b))
+	f.blocks = blocks
+	close(f.done)
+	rt.mu.Unlock()
+	for i, data := range blocks {
+		k := keyOfPart(obj, f.b0+int64(i))
+		if perr := rt.cache.PutSummed(context.Background(), rt.cfg.rangeCacheKey(k), data, nil); perr != nil {
+			rt.cfg.Logger.Debug("range-tier block not cached", "key", obj.Key, "block", f.b0+int64(i), "err", perr)
+		}
+	}
+	rt.mu.Lock()
+	for b := f.b0; b <= f.b1; b++ {
+		if k := keyOfPart(obj, b); rt.fetching[k] == f {
+			delete(rt.fetching, k)
+		}
 	}
 	var fills []prefetch.Fill
 	if open {
-		if rt.pending--; rt.pending == 0 {
-			fills, rt.deferred = rt.deferred, nil
-		}
+		rt.pending--
+		fills = rt.releaseLocked()
 	}
 	rt.mu.Unlock()
 	if first := rt.first.Load(); first != 0 {
 		rt.stats.OpenPrefetchNanos.Store(time.Now().UnixNano() - first)
 	}
+	rt.startFills(fills)
+}
+
+// quietLocked returns how long until the tier has served no read for
+// OpenQuiet; 0 or less once it has. rt.mu must be held.
+func (rt *rangeTier) quietLocked(now int64) time.Duration {
+	return time.Duration(rt.lastHit.Load() + int64(OpenQuiet) - now)
+}
+
+// releaseLocked returns the deferred fills if no open fetch is pending
+// and the tier is quiet, and takes them from deferred; else, with no
+// fetch pending, it arms the timer that looks again once the tier may
+// be quiet. rt.mu must be held.
+func (rt *rangeTier) releaseLocked() []prefetch.Fill {
+	if rt.pending > 0 || len(rt.deferred) == 0 || rt.closed {
+		return nil
+	}
+	if wait := rt.quietLocked(time.Now().UnixNano()); wait > 0 {
+		if rt.release == nil {
+			rt.release = time.AfterFunc(wait, rt.releaseLater)
+		} else {
+			rt.release.Reset(wait)
+		}
+		return nil
+	}
+	fills := rt.deferred
+	rt.deferred = nil
+	return fills
+}
+
+// releaseLater is the timer's: the deferred fills start if the tier is
+// quiet by now.
+func (rt *rangeTier) releaseLater() {
+	rt.mu.Lock()
+	fills := rt.releaseLocked()
+	rt.mu.Unlock()
+	rt.startFills(fills)
+}
+
+func (rt *rangeTier) startFills(fills []prefetch.Fill) {
 	for _, f := range fills {
 		rt.r.cursors.startFill(f.Group, f.Objects, 0, f.Once)
 	}
 }
 
-// read fills p with the bytes at off within part k from the
-// range tier, and reports whether every block they span was there.
-func (rt *rangeTier) read(ctx context.Context, k partKey, p []byte, off int64) bool {
-	a := k.idx*rt.cfg.PartSize + off
+// close stops the timer of the deferred fills, which are dropped: the
+// Reader is closing.
+func (rt *rangeTier) close() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.closed = true
+	if rt.release != nil {
+		rt.release.Stop()
+	}
+	rt.deferred = nil
+}
+
+// read fills p with the bytes at off within part k from the range tier;
+// see readAt.
+func (rt *rangeTier) read(ctx context.Context, k partKey, p []byte, off int64) (bool, error) {
+	return rt.readAt(ctx, k.obj, p, k.idx*rt.cfg.PartSize+off)
+}
+
+// readAt fills p with the bytes of the object at a from the range tier,
+// and reports whether it did: every block they span is held, or being
+// fetched by a range fetch, which the read then waits for (raised to
+// demand), not for a part fetch or a GET of its own. It reports false
+// when a block is neither, or its fetch failed; an error only when ctx
+// ends while it waits.
+func (rt *rangeTier) readAt(ctx context.Context, obj objKey, p []byte, a int64) (bool, error) {
+	if len(p) == 0 {
+		return false, nil
+	}
 	end := a + int64(len(p))
-	for b := a / RangeBlock; b*RangeBlock < end; b++ {
-		if !rt.hasBlock(partKey{obj: k.obj, idx: b}) {
-			return false
+	b0, b1 := a/RangeBlock, (end-1)/RangeBlock
+	var from []*rangeFetch // by block from b0: the fetch it waits for, or nil
+	var waits []*rangeFetch
+	for b := b0; b <= b1; b++ {
+		bk := partKey{obj: obj, idx: b}
+		f, inMemory := rt.holder(bk)
+		if f == nil && !inMemory && !rt.cache.Contains(rt.cfg.rangeCacheKey(bk)) {
+			return false, nil
+		}
+		if f != nil && (len(waits) == 0 || waits[len(waits)-1] != f) {
+			waits = append(waits, f)
+		}
+		if f != nil && from == nil {
+			from = make([]*rangeFetch, b1-b0+1)
+		}
+		if f != nil {
+			from[b-b0] = f
 		}
 	}
-	for b := a / RangeBlock; b*RangeBlock < end; b++ {
-		bk := partKey{obj: k.obj, idx: b}
+	if len(waits) > 0 {
+		if err := rt.wait(ctx, waits); err != nil {
+			return false, err
+		}
+	}
+	for b := b0; b <= b1; b++ {
+		bk := partKey{obj: obj, idx: b}
 		lo, hi := max(a, b*RangeBlock), min(end, (b+1)*RangeBlock)
 		dst := p[lo-a : hi-a]
+		if from != nil && from[b-b0] != nil {
+			f := from[b-b0]
+			if f.blocks == nil {
+				return false, nil // the fetch failed: the read goes on to the part tiers
+			}
+			copy(dst, f.blocks[b-f.b0][lo-b*RangeBlock:])
+			continue
+		}
 		if rt.memBlock(bk, dst, lo-b*RangeBlock) {
 			markTier(ctx, TierMemory)
 			continue
 		}
 		if _, ok, err := rt.cache.ReadAt(ctx, rt.cfg.rangeCacheKey(bk), dst, lo-b*RangeBlock); err != nil || !ok {
-			return false // evicted meanwhile, or damaged (the cache removed it)
+			return false, nil // evicted meanwhile, or damaged (the cache removed it)
 		}
 		markTier(ctx, TierDisk)
 	}
 	rt.stats.RangeTierHits.Add(1)
-	return true
+	rt.lastHit.Store(time.Now().UnixNano())
+	return true, nil
+}
+
+// wait raises the fetches a read needs to demand and waits for them.
+func (rt *rangeTier) wait(ctx context.Context, fetches []*rangeFetch) error {
+	rt.stats.RangeTierJoins.Add(1)
+	waited := false
+	for _, f := range fetches {
+		rt.mu.Lock()
+		task := f.task
+		rt.mu.Unlock()
+		if task != nil {
+			rt.sched.Raise(task, prefetch.Demand)
+		}
+	}
+	for _, f := range fetches {
+		select {
+		case <-f.done:
+		default:
+			waited = true
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	if waited {
+		markTier(ctx, TierRemote)
+	} else {
+		markTier(ctx, TierMemory)
+	}
+	return nil
 }
 
 // SeenDir runs the policies' Seen plans for dir the first time it is
@@ -256,14 +454,17 @@ func (r *Reader) seenDir(dir *prefetch.Dir) {
 	}
 }
 
-// deferFills keeps fills back while an open's ranges are in flight, and
-// reports whether it did.
+// deferFills keeps fills back while an open's ranges are in flight or
+// the tier still serves an open's reads, and reports whether it did.
 func (rt *rangeTier) deferFills(fills []prefetch.Fill) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if rt.pending == 0 {
+	if rt.closed || rt.pending == 0 && rt.quietLocked(time.Now().UnixNano()) <= 0 {
 		return false
 	}
 	rt.deferred = append(rt.deferred, fills...)
+	if rt.pending == 0 {
+		rt.releaseLocked() // arms the timer: the tier is not quiet
+	}
 	return true
 }

@@ -149,3 +149,70 @@ func TestFillsWaitForTheOpensRanges(t *testing.T) {
 	waitFor(t, func() bool { return r.Stats().StartedBack.Load() > 0 })
 	waitFor(t, func() bool { return store.inflight.Load() == 0 && r.Stats().InflightParts.Load() == 0 })
 }
+
+// A read of bytes a range fetch is getting waits for that fetch, raised
+// to demand, and is answered from it: no GET of its own, no part fetch,
+// even with the file opened (whose fill would start a part).
+func TestReadJoinsTheRangeFetchInFlight(t *testing.T) {
+	store, files, dir, cdir := rangeTierTest(t)
+	big := dir.Files[0]
+	store.gate = make(chan struct{})
+	r := newTestReader(t, store, openCacheAt(t, cdir), 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.Open, SegmentPrefetch: true})
+	h := r.Open(Entry{Name: "_0.fdt", Obj: big}, Place{dir, 0}, true) // sees the directory: its ranges are queued
+	defer h.Close()
+	waitFor(t, func() bool { return store.inflight.Load() == 3 })
+	calls := store.calls.Load()
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, release, err := h.Read(context.Background(), make([]byte, 64<<10), big.Size-64<<10)
+		if release != nil {
+			defer release()
+		}
+		done <- result{bytes.Clone(data), err}
+	}()
+	waitFor(t, func() bool { return r.Stats().RangeTierJoins.Load() == 1 })
+	close(store.gate)
+	res := <-done
+	if res.err != nil || !bytes.Equal(res.data, files["_0.fdt"][big.Size-64<<10:]) {
+		t.Fatalf("read of the tail: %v, or wrong bytes", res.err)
+	}
+	if n := store.calls.Load() - calls; n != 0 {
+		t.Errorf("%d GETs started after the read came; want 0: it waits for the range fetch", n)
+	}
+	if r.Stats().StartedDemand.Load() != 0 {
+		t.Errorf("%d part fetches at demand; want none", r.Stats().StartedDemand.Load())
+	}
+}
+
+// The fills of opened files start only once the range tier has served
+// no read for OpenQuiet: an open's reads hold them back after its
+// ranges are in.
+func TestFillsWaitForTheOpenToGoQuiet(t *testing.T) {
+	store, _, dir, cdir := rangeTierTest(t)
+	big := dir.Files[0]
+	r := newTestReader(t, store, openCacheAt(t, cdir), 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.Open, SegmentPrefetch: true})
+	r.SeenDir(Dir{dir})
+	waitFor(t, func() bool { return r.Stats().RangesPrefetched.Load() == 3 && store.inflight.Load() == 0 })
+	waitFor(t, func() bool {
+		r.rtier.mu.Lock()
+		defer r.rtier.mu.Unlock()
+		return r.rtier.pending == 0
+	})
+	if _, err := r.ReadAt(context.Background(), big, make([]byte, 100), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r.Stats().RangeTierHits.Load() == 0 {
+		t.Fatal("the head was not served by the range tier")
+	}
+	h := r.Open(Entry{Name: "_0.fdt", Obj: big}, Place{dir, 0}, true)
+	defer h.Close()
+	if n := r.Stats().StartedBack.Load(); n != 0 {
+		t.Fatalf("%d background part fetches started just after an open's read; want 0", n)
+	}
+	waitFor(t, func() bool { return r.Stats().StartedBack.Load() > 0 }) // once quiet
+	waitFor(t, func() bool { return store.inflight.Load() == 0 && r.Stats().InflightParts.Load() == 0 })
+}

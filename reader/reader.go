@@ -147,9 +147,8 @@ func New(store fetcher.Store, pc Cache, sched *prefetch.Scheduler, cfg Config) (
 	var profile *prefetch.Profile
 	if cfg.SegmentPrefetch {
 		profile = r.learned.loadProfile()
-		r.learned.loaded = profile != nil
 	}
-	r.policies = prefetch.Policies(cfg.Prefetch, cfg.SegmentPrefetch, profile)
+	r.policies = prefetch.Policies(cfg.Prefetch, cfg.SegmentPrefetch, cfg.Kernel, profile)
 	r.frames, err = newFrameReader(r, cfg.Frames)
 	if err != nil {
 		return nil, err
@@ -204,6 +203,15 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 	}
 	p := r.cfg.planRead(obj.Size, off, int64(len(dest)), streaming, byRef)
 	out := dest[:p.end-off]
+	// A read the range tier holds, or is fetching, in whole is answered
+	// from there, before any part fetch of the file is started, joined
+	// or borrowed from (a fill's, or a stream's).
+	if ok, err := r.rtier.readAt(ctx, keyOfObject(obj), out, off); err != nil {
+		return nil, nil, fmt.Errorf("read %s [%d,%d): %w", obj.Key, off, p.end, err)
+	} else if ok {
+		r.stats.ReadBytes.Add(int64(len(out)))
+		return out, nil, nil
+	}
 	for i := p.startFrom; i <= p.last; i++ {
 		r.fetches.startPart(obj, i, prefetch.Demand)
 	}
@@ -305,6 +313,13 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 // (parttiers.go).
 func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64, small bool) error {
 	rd := partRead{obj: obj, idx: idx, key: keyOfPart(obj, idx), p: p, off: off, small: small}
+	// The range tier first: the heads and tails of an index's files,
+	// fetched ahead or on their way, answer a read before any part fetch
+	// of the same file could (read asked it for the whole read; this is
+	// the part's share of it).
+	if ok, err := r.rtier.read(ctx, rd.key, p, off); ok || err != nil {
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		retry := attempt > 0
 		done, v, err := r.parts.read(ctx, rd, retry)
@@ -313,9 +328,6 @@ func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p 
 		}
 		v.disk = r.cache.Contains(r.cfg.cacheKey(rd.key))
 		src := choose(v, small, retry)
-		if src >= fromRange && r.rtier.read(ctx, rd.key, p, off) {
-			return nil // the head or tail of a file, fetched ahead
-		}
 		for {
 			done, err := r.tiers[src].read(ctx, rd)
 			if done || err != nil {
@@ -338,6 +350,7 @@ func (r *Reader) Close() error {
 	r.frames.Close()
 	r.learned.saveProfile()
 	first := !r.parts.close()
+	r.rtier.close()
 	if first {
 		close(r.stop)
 		r.sweeper.Wait()

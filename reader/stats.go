@@ -48,8 +48,9 @@ type Stats struct {
 	// The range tier (heads and tails fetched ahead for a Lucene open).
 	RangesPrefetched  atomic.Int64 `stat:"ranges_prefetched"`                // range fetches started for the range tier
 	RangeTierHits     atomic.Int64 `stat:"range_tier_hits"`                  // part reads served by the range tier
+	RangeTierJoins    atomic.Int64 `stat:"range_tier_joins"`                 // of them, reads that joined range fetches in flight
 	RangeTierBytes    atomic.Int64 `stat:"range_tier_bytes"`                 // bytes fetched into the range tier
-	ProfileLoaded     atomic.Int64 `stat:"open_profile_loaded" kind:"gauge"` // 1 if a learned open profile of the source was loaded
+	ProfileLoaded     atomic.Int64 `stat:"open_profile_loaded" kind:"gauge"` // 1 if the cache held a learned open profile at the start
 	ProfileRanges     atomic.Int64 `stat:"open_profile_ranges"`              // open ranges a learned profile widened
 	OpenPrefetchNanos atomic.Int64 `stat:"open_prefetch_ns" kind:"gauge"`    // from the first directory seen to the last range fetch's end
 

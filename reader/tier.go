@@ -63,3 +63,17 @@ func waited(done <-chan struct{}) bool {
 		return true
 	}
 }
+
+func (t Tier) String() string {
+	switch t {
+	case TierHeld:
+		return "held"
+	case TierMemory:
+		return "memory"
+	case TierDisk:
+		return "disk"
+	case TierRemote:
+		return "remote"
+	}
+	return "unknown"
+}

@@ -32,7 +32,8 @@ type mountCmd struct {
 	BackgroundFetches   int           `name:"background-fetches" placeholder:"N" help:"Most of the --max-fetches that background work (the rest of opened files; every file with --prefetch all) may hold; the others stay free for reads that wait and for readahead. Default: three quarters of --max-fetches; with --prefetch all, all but one."`
 	SplitSize           byteSize      `name:"split-size" default:"1MiB" help:"When fetch workers are idle, a part fetch splits into GETs of at least this size run in parallel on them (at most 8), so that a reader waiting on one part waits for several connections instead of one; a busy pool fetches whole parts. 0 fetches every part with one GET."`
 	Prefetch            string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file, and the next 32 files of one part or less after it in its directory); all (every file after mounting, small files first)."`
-	SegmentPrefetch     bool          `name:"segment-prefetch" default:"true" negatable:"" help:"When a directory holding a Lucene index is first looked up, listed or has a file opened (for --layout opensearch, at mount), fetch at once what opening the index reads: its small files whole, and the first and last 128KiB of every larger file, kept in a range tier in memory and in the cache. In every --prefetch mode; --no-segment-prefetch turns it off."`
+	SegmentPrefetch     bool          `name:"segment-prefetch" default:"true" negatable:"" help:"When a directory holding a Lucene index is first looked up, listed or has a file opened (for --layout opensearch, at mount), fetch at once what opening the index reads, as the kernel asks for it: of every file the head and the tail that a page fault reads around (--readahead, in --max-read requests; 1MiB and 516KiB by default), or the whole file where they meet, kept in a range tier in memory and in the cache; reads wait for these fetches rather than fetching again. In every --prefetch mode; --no-segment-prefetch turns it off."`
+	RangeMemory         byteSize      `name:"range-memory" default:"64MiB" help:"Memory for the heads and tails fetched ahead for index opens (--segment-prefetch), so that an open after the mount-time prefetch reads no disk; the rest of them are read from the cache. 0 keeps none in memory."`
 	MemoryCache         byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for parts the disk cache cannot take (a full disk); 0 keeps none."`
 	FrameCache          byteSize      `name:"frame-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames kept for later reads; a frame larger than this is never kept (it is decoded for each read that needs it). 0 keeps none."`
 	DecodeMemory        byteSize      `name:"decode-memory" default:"64MiB" help:"Memory for seekable-zstd frames being decoded at once: each decode reserves its compressed bytes plus 2.25 times its frame size and 256KiB before it allocates anything (what a corrupt frame may take), and waits while other decodes hold the rest. Must hold one frame of --max-frame-size (52.3MiB for the default 16MiB)."`
@@ -45,7 +46,7 @@ type mountCmd struct {
 	MetricsAddr         string        `name:"metrics-addr" help:"Serve metrics in the Prometheus text format at http://ADDR/metrics, with latency histograms, and the same counters as one JSON object at http://ADDR/stats (e.g. 127.0.0.1:9100). Off by default."`
 	BackgroundBandwidth byteSize      `name:"background-bandwidth" default:"0" placeholder:"RATE" help:"Most bytes per second that background fetches (segfs warm, the rest of opened files, --prefetch all) start together, e.g. 50MiB: each part fetch waits in the queue until its bytes are paid for at this rate, and then runs at full speed; a read that comes to wait on one lifts the cap from it. Reads and readahead are never capped. 0: no cap."`
 	PprofAddr           string        `name:"pprof-addr" help:"Serve Go profiles (heap, goroutines, CPU on demand) at http://ADDR/debug/pprof/ (e.g. 127.0.0.1:6060), on a listener of their own: --metrics-addr never serves them. Off by default: profiles show the process's memory."`
-	Debug               bool          `help:"Log every FUSE request (very verbose)."`
+	Debug               bool          `help:"Log every FUSE request and its answer, at info level (very verbose)."`
 
 	AllowOther   bool          `name:"allow-other" xor:"allow" help:"Let every user use the mount (FUSE allow_other), as --uid, --gid, --file-mode and --dir-mode permit: the kernel checks them for each access (root bypasses them). Without it or --allow-root, only the mounting user may use the mount. A user other than root needs user_allow_other in /etc/fuse.conf."`
 	AllowRoot    bool          `name:"allow-root" xor:"allow" help:"Let only the mounting user and root use the mount: it is mounted with allow_other and segfs refuses every other user's request with EACCES. The kernel then caches no attributes, so that each lookup and stat reaches segfs. A user other than root needs user_allow_other in /etc/fuse.conf. Not with --allow-other."`
@@ -424,6 +425,8 @@ func (c *mountCmd) engineConfig(store fetcher.Store, keys int) engineConfig {
 			DropAfterRead:   c.DropAfterRead,
 			SplitSize:       int64(c.SplitSize),
 			SegmentPrefetch: c.SegmentPrefetch,
+			Kernel:          c.kernel(),
+			RangeMemory:     c.rangeMemory(),
 			Frames: reader.FrameConfig{
 				CacheBytes:   int64(c.FrameCache),
 				DecodeBytes:  int64(c.DecodeMemory),
@@ -433,6 +436,25 @@ func (c *mountCmd) engineConfig(store fetcher.Store, keys int) engineConfig {
 		keys:      keys,
 		listeners: c.listeners(),
 	}
+}
+
+// kernel is what the kernel will read around a page fault of the
+// mount: --readahead in requests of --max-read, which segfs sets as
+// root (fs.Mount); as another user the kernel's default stays.
+func (c *mountCmd) kernel() prefetch.Kernel {
+	if os.Geteuid() != 0 {
+		return prefetch.DefaultKernel
+	}
+	return prefetch.Kernel{Readahead: int64(c.Readahead), MaxRead: int64(c.MaxRead)}
+}
+
+// rangeMemory is --range-memory as the engine takes it: 0 is none (a
+// bound no block fits), not the engine's default.
+func (c *mountCmd) rangeMemory() int64 {
+	if c.RangeMemory == 0 {
+		return 1
+	}
+	return int64(c.RangeMemory)
 }
 
 // memoryLimit is --memory-cache as the engine takes it: 0 is none (a

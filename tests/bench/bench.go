@@ -38,6 +38,7 @@ type bench struct {
 	bins harness.Binaries
 	work string // temporary directory of the run
 	mode string
+	logs int // mounts whose logs --keep-logs kept
 
 	shardDir  string // the generated files
 	man       shard.Manifest

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/segfs/segfs/tests/harness"
@@ -149,7 +151,11 @@ func (b *bench) mounted(ctx context.Context, mo mountOpts, f func(ctx context.Co
 		return res, err
 	}
 	defer func() {
-		if uerr := m.Unmount(); uerr != nil {
+		uerr := m.Unmount()
+		if b.cfg.keepLogs != "" {
+			err = errors.Join(err, b.keepLog(m.Log()))
+		}
+		if uerr != nil {
 			err = errors.Join(err, uerr)
 		} else if err != nil && ctx.Err() == nil {
 			err = fmt.Errorf("%w\nsegfs log (tail):\n%s", err, tail(m.Log(), 3000))
@@ -177,6 +183,9 @@ func (b *bench) mounted(ctx context.Context, mo mountOpts, f func(ctx context.Co
 	}
 	ferr := f(ctx, m, m.Dir)
 	res, serr := s.Stop(ctx)
+	if b.cfg.keepLogs != "" {
+		b.keepInodes(m.Dir) // after the case: its lookups are not timed
+	}
 	if ferr != nil {
 		return res, ferr
 	}
@@ -655,4 +664,34 @@ func (b *bench) print(recs []Record) {
 	fmt.Println()
 	fmt.Println("notes")
 	WriteNotes(os.Stdout, recs)
+}
+
+// keepInodes writes the inode numbers of the mount's files into
+// --keep-logs, for reading the FUSE trace of its log (nodes by number).
+func (b *bench) keepInodes(mnt string) {
+	var out strings.Builder
+	filepath.WalkDir(mnt, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				rel, _ := filepath.Rel(mnt, p)
+				fmt.Fprintf(&out, "%d %d %s\n", st.Ino, info.Size(), rel)
+			}
+		}
+		return nil
+	})
+	os.MkdirAll(b.cfg.keepLogs, 0o755)
+	os.WriteFile(filepath.Join(b.cfg.keepLogs, fmt.Sprintf("mount-%03d.inodes", b.logs+1)), []byte(out.String()), 0o644)
+}
+
+// keepLog writes a mount's log into --keep-logs, numbered in the order
+// of the mounts.
+func (b *bench) keepLog(log string) error {
+	b.logs++
+	if err := os.MkdirAll(b.cfg.keepLogs, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.cfg.keepLogs, fmt.Sprintf("mount-%03d.log", b.logs)), []byte(log), 0o644)
 }

@@ -40,6 +40,13 @@ const (
 	caseLuceneOpenNio     = "8-lucene-open-nio"
 	caseLuceneQueriesMmap = "8-lucene-queries-mmap"
 	caseLuceneQueriesNio  = "8-lucene-queries-nio"
+	caseLuceneOpen10Mmap  = "8-lucene-open10-mmap"
+	caseLuceneOpen10Nio   = "8-lucene-open10-nio"
+
+	// luceneTen copies of the warm-up index are uploaded under
+	// luceneTenPrefix/0 to /9, for ten opens at once through one mount.
+	luceneTen       = 10
+	luceneTenPrefix = "lucene10"
 
 	// lucenePrefix holds the plain upload; luceneOSBase the OpenSearch
 	// repository.
@@ -71,6 +78,8 @@ type luceneSet struct {
 	lu           harness.Lucene
 	local, warm  string   // the index and the warm-up index on local disk
 	objs, osObjs []object // the plain upload's objects and the OpenSearch blobs
+	tenObjs      []object // the ten copies of the warm-up index
+	warmBytes    int64
 	files        int
 	bytes        int64
 }
@@ -177,6 +186,32 @@ func (b *bench) luceneSetup(ctx context.Context) (*luceneSet, error) {
 	}
 	fmt.Printf("  lucene   uploaded %d files (%.0f MB) to s3://%s/%s and in the OpenSearch layout to s3://%s/%s in %v\n",
 		set.files, float64(set.bytes)/1e6, bucket, lucenePrefix, bucket, luceneOSBase, time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	warmEnts, err := os.ReadDir(set.warm)
+	if err != nil {
+		return nil, err
+	}
+	var warmNames []string
+	for _, e := range warmEnts {
+		info, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		warmNames = append(warmNames, e.Name())
+		set.warmBytes += info.Size()
+		for i := range luceneTen {
+			key := fmt.Sprintf("%s/%d/%s", luceneTenPrefix, i, e.Name())
+			set.tenObjs = append(set.tenObjs, object{Key: key, Local: filepath.Join(set.warm, e.Name()), Size: info.Size()})
+		}
+	}
+	for i := range luceneTen {
+		if err := b.srv.UploadFiles(ctx, bucket, fmt.Sprintf("%s/%d", luceneTenPrefix, i), set.warm, warmNames); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Printf("  lucene   uploaded %d copies of the warm-up index (%.0f MB each) to s3://%s/%s/ in %v\n",
+		luceneTen, float64(set.warmBytes)/1e6, bucket, luceneTenPrefix, time.Since(start).Round(time.Millisecond))
 	return set, nil
 }
 
@@ -284,7 +319,75 @@ func (b *bench) luceneKind(ctx context.Context, set *luceneSet, kind string) ([]
 		}
 		recs = append(recs, open, queries)
 	}
-	return recs, nil
+	ten, err := b.luceneTen(ctx, set, kind)
+	return append(recs, ten...), err
+}
+
+// luceneTen times ten cold opens at once through one plain mount, each
+// of its own copy of the warm-up index, against one cold open of one
+// copy through a mount of its own, in the same run: a data node opening
+// its shards after a restart. Each open of the ten must take at most
+// twice the one (issue 34); the record's time is the slowest of them.
+func (b *bench) luceneTen(ctx context.Context, set *luceneSet, kind string) ([]Record, error) {
+	name := caseLuceneOpen10Mmap
+	if kind == "nio" {
+		name = caseLuceneOpen10Nio
+	}
+	what := fmt.Sprintf("%s opens of %d indexes of %.0f MB at once, each on its own thread, through one cold mount, in a JVM warmed on another index, page cache dropped",
+		directoryClass(kind), luceneTen, float64(set.warmBytes)/1e6)
+	one := Record{System: sysSegfs + "-one", Case: name, What: "one cold open of one of the indexes, through a mount of its own"}
+	all := Record{System: sysSegfs, Case: name, What: what}
+	openOn := func(dirs []string) (harness.LuceneResult, Resources, error) {
+		var res harness.LuceneResult
+		cache, err := b.freshCache()
+		if err != nil {
+			return res, Resources{}, err
+		}
+		defer os.RemoveAll(cache)
+		mo := mountOpts{prep: set.tenObjs, cacheDir: cache}
+		resources, err := b.mounted(ctx, mo, func(ctx context.Context, m *harness.Mount, mnt string) error {
+			paths := make([]string, len(dirs))
+			for i, d := range dirs {
+				paths[i] = filepath.Join(mnt, d)
+			}
+			ctx, cancel := context.WithTimeout(ctx, luceneJVMLimit)
+			defer cancel()
+			var err error
+			res, err = set.lu.Open(ctx, harness.LuceneOpen{Dirs: paths, Kind: kind, Warm: set.local,
+				Queries: 10, Seed: b.cfg.seed, Concurrent: len(paths) > 1, BeforeOpen: func() error { return b.prepare(ctx, mo.prep) }})
+			return err
+		})
+		return res, resources, err
+	}
+	single, _, err := openOn([]string{luceneTenPrefix + "/0"})
+	if err != nil {
+		return failed(one, err)
+	}
+	one.Seconds = single.Opens[0].Ms / 1000
+	one.Note = fmt.Sprintf("%d segments, %d documents", single.Opens[0].Segments, single.Opens[0].Docs)
+	dirs := make([]string, luceneTen)
+	for i := range dirs {
+		dirs[i] = fmt.Sprintf("%s/%d", luceneTenPrefix, i)
+	}
+	res, resources, err := openOn(dirs)
+	if err != nil {
+		return append([]Record{one}, mustFail(all, err)), err
+	}
+	var slowest, sum float64
+	for _, o := range res.Opens {
+		if o.Docs != single.Opens[0].Docs || o.Segments != single.Opens[0].Segments {
+			err := fmt.Errorf("%s shows %d documents in %d segments, the single open %d in %d", o.Dir, o.Docs, o.Segments, single.Opens[0].Docs, single.Opens[0].Segments)
+			return append([]Record{one}, mustFail(all, err)), err
+		}
+		slowest = max(slowest, o.Ms)
+		sum += o.Ms
+	}
+	all.Seconds = slowest / 1000
+	all.Verified = len(res.Opens) == luceneTen
+	all.Resources = &resources
+	all.Note = fmt.Sprintf("%d opens, slowest %.2f s (%s the single open), mean %.2f s; target: each within 2x the single open",
+		len(res.Opens), slowest/1000, FormatRatio(Ratio(slowest, single.Opens[0].Ms)), sum/float64(max(len(res.Opens), 1))/1000)
+	return []Record{one, all}, nil
 }
 
 func directoryClass(kind string) string {

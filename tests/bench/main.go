@@ -49,6 +49,7 @@ type config struct {
 	// shaperBuffered has the shaping proxy hold bytes in buffers, not pipes.
 	shaperBuffered bool
 	segfsArgs      []string     // extra flags for every segfs mount
+	keepLogs       string       // if set, each mount's log is written there
 	cases          map[int]bool // the case numbers to run
 }
 
@@ -89,6 +90,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.readSize, "read-size", 4096, "bytes per random pread")
 	fs.BoolVar(&cfg.jsonFields, "json-stored-fields", false, "fill stored-fields (.fdt) files with compressible JSON records instead of random bytes")
 	segfsArgs := fs.String("segfs-args", "", `extra flags for every segfs mount, space-separated (e.g. "--prefetch none")`)
+	fs.StringVar(&cfg.keepLogs, "keep-logs", "", `directory to write each segfs mount's log to (with --segfs-args "--debug", a FUSE trace of every request)`)
 	shaperCopy := fs.String("shaper-copy", "splice", `how the shaping proxy holds the bytes it delays: "splice" (in pipes, no copy through the bench; buffers where pipes of 8 MiB cannot be made) or "buffer"`)
 	cases := fs.String("cases", "1,2,3,4,5,6,7,8", "comma-separated case numbers to run, with their baselines (case 5 is warm only after 1 and 3; 6 is the resources of 2)")
 	if err := fs.Parse(args); err != nil {

@@ -85,6 +85,70 @@ func TestLuceneThroughMount(t *testing.T) {
 	})
 }
 
+// After the mount-time prefetch of an OpenSearch-layout shard, a real
+// Lucene open, MMapDirectory and NIOFSDirectory each through a mount of
+// its own with the page cache dropped, takes no GET: the range tier
+// holds every read as the kernel sends it (a page fault's read-around
+// of --readahead, a buffered read's first window), not only the bytes
+// Lucene asks for. With --prefetch none nothing else is fetched.
+func TestLuceneOpenAfterPrefetchTakesNoGET(t *testing.T) {
+	lu := testLucene(t)
+	srv := needServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	local := filepath.Join(t.TempDir(), "index")
+	ix := luceneTestIndex
+	ix.Docs = 20000 // files of several MiB: heads and tails, not whole files
+	if err := lu.Build(ctx, local, ix); err != nil {
+		t.Fatal(err)
+	}
+	files, gen := readLuceneDir(t, local)
+	var large int
+	for _, b := range files {
+		if len(b) > 2<<20 {
+			large++
+		}
+	}
+	if large == 0 {
+		t.Fatal("the index has no file above 2 MiB: the test would check no head or tail")
+	}
+	bucket := newBucket(t, srv)
+	put := func(key string, data []byte) error {
+		_, err := srv.PutBytes(ctx, bucket, key, data)
+		return err
+	}
+	o := osremote.Options{Base: "repo", IndexUUID: osIndexUUID, PathType: layout.Fixed, Version: 2, SegmentInfosFromFiles: true, Seed: 35}
+	if _, err := osremote.New(put, o).Upload(files, 1, gen); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"mmap", "nio"} {
+		t.Run(kind, func(t *testing.T) {
+			m := mountS3(t, srv, "s3://"+bucket+"/repo", "--prefetch", "none", "--layout", "opensearch", "--index-uuid", osIndexUUID, "--shard", "0")
+			before := harness.WaitIdle(t, m)
+			if before["ranges_prefetched"] == 0 {
+				t.Fatal("no range prefetched at mount")
+			}
+			res, err := lu.Open(ctx, harness.LuceneOpen{Dirs: []string{m.Dir}, Kind: kind, NoQueries: true,
+				BeforeOpen: func() error { harness.DropPageCache(t); return nil }})
+			if err != nil {
+				t.Fatalf("open through the mount: %v\nsegfs log (tail):\n%s", err, tailString(m.Log(), 3000))
+			}
+			after := harness.WaitIdle(t, m)
+			t.Logf("%s: open %.1f ms, %d range-tier hits, %d joins", kind, res.Opens[0].Ms,
+				harness.Delta(before, after, "range_tier_hits"), harness.Delta(before, after, "range_tier_joins"))
+			if res.Opens[0].Docs != int64(ix.Docs) {
+				t.Errorf("the open saw %d documents, built %d", res.Opens[0].Docs, ix.Docs)
+			}
+			if n := harness.Delta(before, after, "gets"); n != 0 {
+				t.Errorf("%d GETs during the open after the prefetch; want 0", n)
+			}
+			if harness.Delta(before, after, "range_tier_hits") == 0 {
+				t.Error("no read served by the range tier")
+			}
+		})
+	}
+}
+
 // compareOpen opens and searches the local index and its copy at mounted
 // in one JVM with the Directory kind, and fails the test unless both
 // show the built documents and segments and the same query results.

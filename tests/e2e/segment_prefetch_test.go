@@ -56,17 +56,14 @@ func TestSegmentPrefetchServesAnOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var small, large int64
+	// What the tier may fetch: of each file the kernel's reads of a
+	// mount of the default --readahead and --max-read (1 MiB): the first
+	// MiB and the last 512 KiB and a page, rounded out to range-tier
+	// blocks; a smaller file whole.
+	var budget int64
 	for _, b := range files {
-		if int64(len(b)) <= prefetch.LuceneWhole {
-			small += int64(len(b))
-		} else {
-			large++
-		}
+		budget += min(int64(len(b)), 1<<20+512<<10+prefetch.Page+2*64<<10)
 	}
-	// What the tier may fetch: small files whole, and per large file its
-	// head and tail rounded out to range-tier blocks.
-	budget := small + large*(prefetch.LuceneHead+prefetch.LuceneTail+2*64<<10)
 
 	check := func(t *testing.T, source, sub string, seen func(dir string), args ...string) {
 		cacheDir := filepath.Join(t.TempDir(), "cache")

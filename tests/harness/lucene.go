@@ -181,9 +181,11 @@ type LuceneOpen struct {
 	// Warm, when set, is an index opened and searched first, in the same
 	// JVM, so that the timed opens run in a warm JVM.
 	Warm string
-	// Queries per index (0: the tool's 200) and their seed.
-	Queries int
-	Seed    int64
+	// Queries per index (0: the tool's 200) and their seed; NoQueries
+	// runs none (the open alone).
+	Queries   int
+	NoQueries bool
+	Seed      int64
 	// Concurrent opens every directory at once on threads of its own.
 	Concurrent bool
 	// BeforeOpen, when set, is called after the warm-up and before the
@@ -227,7 +229,10 @@ func (l Lucene) Open(ctx context.Context, o LuceneOpen) (LuceneResult, error) {
 	if o.Warm != "" {
 		args = append(args, "--warm", o.Warm)
 	}
-	if o.Queries != 0 {
+	switch {
+	case o.NoQueries:
+		args = append(args, "--queries", "0")
+	case o.Queries != 0:
 		args = append(args, "--queries", strconv.Itoa(o.Queries))
 	}
 	if o.Seed != 0 {
