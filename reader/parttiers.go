@@ -2,7 +2,10 @@ package reader
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
@@ -84,9 +87,43 @@ func (g rangeGetTier) read(ctx context.Context, rd partRead) (bool, error) {
 	if g.start != nil {
 		g.start(rd.obj, rd.idx, prefetch.Background)
 	}
-	err := g.gets.read(ctx, rd.obj, rd.idx*g.partSize+rd.off, rd.p)
+	off := rd.idx*g.partSize + rd.off
+	n := int64(len(rd.p))
+	pieces := min(MaxRangePieces, n/RangePieceMin)
+	if pieces <= 1 {
+		err := g.gets.read(ctx, rd.obj, off, rd.p)
+		return err == nil, err
+	}
+	// A large cold read (a page fault's read-around of a mapped file)
+	// waits for its bytes at one connection's rate; cut into pieces read
+	// at once, it waits about one round trip.
+	piece := (n/pieces + Page - 1) / Page * Page
+	errs := make([]error, pieces)
+	var wg sync.WaitGroup
+	for i := range pieces {
+		lo, hi := int64(i)*piece, min(int64(i+1)*piece, n)
+		if lo >= hi {
+			break
+		}
+		wg.Go(func() {
+			errs[i] = guard(fmt.Sprintf("read %s [%d,%d)", rd.obj.Key, off+lo, off+hi), func() error {
+				return g.gets.read(ctx, rd.obj, off+lo, rd.p[lo:hi])
+			})
+		})
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
 	return err == nil, err
 }
+
+// A cold small read of more than 2 × RangePieceMin bytes is fetched as
+// up to MaxRangePieces GETs of at least RangePieceMin bytes each, at
+// once; Page aligns the pieces.
+const (
+	RangePieceMin  = 256 << 10
+	MaxRangePieces = 4
+	Page           = 4096
+)
 
 // fetchTier starts the part's fetch at demand and waits for it. The
 // part is not its own if another reader started it meanwhile: the read

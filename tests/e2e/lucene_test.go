@@ -71,15 +71,7 @@ func TestLuceneThroughMount(t *testing.T) {
 	// directory a node would open after a restore.
 	t.Run("opensearch", func(t *testing.T) {
 		files, gen := readLuceneDir(t, local)
-		osBucket := newBucket(t, srv)
-		put := func(key string, data []byte) error {
-			_, err := srv.PutBytes(ctx, osBucket, key, data)
-			return err
-		}
-		o := osremote.Options{Base: "repo", IndexUUID: osIndexUUID, PathType: layout.Fixed, Version: 2, SegmentInfosFromFiles: true, Seed: 34}
-		if _, err := osremote.New(put, o).Upload(files, 1, gen); err != nil {
-			t.Fatal(err)
-		}
+		osBucket := uploadOpenSearch(ctx, t, srv, files, gen)
 		m := mountS3(t, srv, "s3://"+osBucket+"/repo", "--part-size", "1MiB", "--layout", "opensearch", "--index-uuid", osIndexUUID, "--shard", "0")
 		compareOpen(ctx, t, lu, m, "mmap", local, m.Dir)
 	})
@@ -112,15 +104,7 @@ func TestLuceneOpenAfterPrefetchTakesNoGET(t *testing.T) {
 	if large == 0 {
 		t.Fatal("the index has no file above 2 MiB: the test would check no head or tail")
 	}
-	bucket := newBucket(t, srv)
-	put := func(key string, data []byte) error {
-		_, err := srv.PutBytes(ctx, bucket, key, data)
-		return err
-	}
-	o := osremote.Options{Base: "repo", IndexUUID: osIndexUUID, PathType: layout.Fixed, Version: 2, SegmentInfosFromFiles: true, Seed: 35}
-	if _, err := osremote.New(put, o).Upload(files, 1, gen); err != nil {
-		t.Fatal(err)
-	}
+	bucket := uploadOpenSearch(ctx, t, srv, files, gen)
 	for _, kind := range []string{"mmap", "nio"} {
 		t.Run(kind, func(t *testing.T) {
 			m := mountS3(t, srv, "s3://"+bucket+"/repo", "--prefetch", "none", "--layout", "opensearch", "--index-uuid", osIndexUUID, "--shard", "0")
@@ -147,6 +131,24 @@ func TestLuceneOpenAfterPrefetchTakesNoGET(t *testing.T) {
 			}
 		})
 	}
+}
+
+// uploadOpenSearch uploads the index files, of commit generation gen, to
+// a new bucket in OpenSearch's remote store layout under "repo" (shard 0
+// of osIndexUUID, segments_N from the metadata file), and returns the
+// bucket.
+func uploadOpenSearch(ctx context.Context, t *testing.T, srv *harness.Server, files map[string][]byte, gen int64) string {
+	t.Helper()
+	bucket := newBucket(t, srv)
+	put := func(key string, data []byte) error {
+		_, err := srv.PutBytes(ctx, bucket, key, data)
+		return err
+	}
+	o := osremote.Options{Base: "repo", IndexUUID: osIndexUUID, PathType: layout.Fixed, Version: 2, SegmentInfosFromFiles: true, Seed: 34}
+	if _, err := osremote.New(put, o).Upload(files, 1, gen); err != nil {
+		t.Fatal(err)
+	}
+	return bucket
 }
 
 // compareOpen opens and searches the local index and its copy at mounted
