@@ -216,3 +216,50 @@ func TestFillsWaitForTheOpenToGoQuiet(t *testing.T) {
 	waitFor(t, func() bool { return r.Stats().StartedBack.Load() > 0 }) // once quiet
 	waitFor(t, func() bool { return store.inflight.Load() == 0 && r.Stats().InflightParts.Load() == 0 })
 }
+
+// A cold small read of 1 MiB (a page fault's read-around) is fetched as
+// four GETs of 256 KiB at once, and its bytes are exact; one of 100 KiB
+// is one GET.
+func TestLargeColdReadInPieces(t *testing.T) {
+	store := newMemStore()
+	data := randomBytes(77, 16<<20)
+	obj := store.put("big", data)
+	r := newTestReader(t, store, openCacheAt(t, t.TempDir()), 8, Config{Source: "test", Prefetch: prefetch.None})
+	off := int64(3<<20 + 12345)
+	got, err := r.ReadAt(context.Background(), obj, make([]byte, 1<<20), off, nil)
+	if err != nil || !bytes.Equal(got, data[off:off+1<<20]) {
+		t.Fatalf("read: %v, or wrong bytes", err)
+	}
+	store.mu.Lock()
+	var pieces []readRange
+	for _, rg := range store.ranges {
+		if rg.n < 1<<20 {
+			pieces = append(pieces, rg)
+		}
+	}
+	store.mu.Unlock()
+	if len(pieces) != MaxRangePieces {
+		t.Fatalf("GETs of the read %+v, want %d pieces", pieces, MaxRangePieces)
+	}
+	for _, p := range pieces {
+		if p.n < RangePieceMin {
+			t.Errorf("piece %+v below %d bytes", p, RangePieceMin)
+		}
+	}
+	before := store.calls.Load()
+	if _, err := r.ReadAt(context.Background(), obj, make([]byte, 100<<10), 9<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return store.inflight.Load() == 0 })
+	store.mu.Lock()
+	small := 0
+	for _, rg := range store.ranges[before:] {
+		if rg.off == 9<<20 {
+			small++
+		}
+	}
+	store.mu.Unlock()
+	if small != 1 {
+		t.Errorf("%d GETs at the 100 KiB read's offset, want 1", small)
+	}
+}
