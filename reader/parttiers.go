@@ -138,6 +138,9 @@ func (f fetchTier) read(ctx context.Context, rd partRead) (bool, error) {
 	if mine == nil {
 		return false, nil
 	}
+	// Its own fetch: the bytes come from the store, even if the fetch
+	// has ended by the time wait looks at it.
+	markTier(ctx, TierRemote)
 	err := f.r.parts.wait(ctx, mine, rd.p, rd.off)
 	return err == nil, err
 }
