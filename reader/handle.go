@@ -74,6 +74,9 @@ func (r *Reader) Open(e Entry, p Place, served bool) *Handle {
 	}
 	if dir != nil {
 		r.seenDir(dir)
+		if r.cfg.SegmentPrefetch && dir.HoldsIndex() {
+			r.rtier.opened() // before the plans: their fills wait for the open
+		}
 		for _, pol := range r.policies {
 			r.runPlan(pol.Opened(dir, i, r.cfg.PartSize))
 		}

@@ -77,13 +77,15 @@ type rangeTier struct {
 	deferred []prefetch.Fill
 	release  *time.Timer
 	closed   bool
-	// lastHit is when a read was last served by the tier, in Unix
-	// nanoseconds.
-	lastHit atomic.Int64
+	// lastActive is when the tier last served a read, or a file of an
+	// index directory was last opened (an open's first step, before
+	// its first read), in Unix nanoseconds.
+	lastActive atomic.Int64
 }
 
-// OpenQuiet is how long the range tier serves no read before the fills
-// of opened files start: an open's reads come a few milliseconds apart.
+// OpenQuiet is how long the range tier serves no read, and no file of an
+// index directory is opened, before the fills of opened files start: an
+// open's opens and reads come a few milliseconds apart.
 const OpenQuiet = 100 * time.Millisecond
 
 type rangeBlock struct {
@@ -286,7 +288,7 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 // quietLocked returns how long until the tier has served no read for
 // OpenQuiet; 0 or less once it has. rt.mu must be held.
 func (rt *rangeTier) quietLocked(now int64) time.Duration {
-	return time.Duration(rt.lastHit.Load() + int64(OpenQuiet) - now)
+	return time.Duration(rt.lastActive.Load() + int64(OpenQuiet) - now)
 }
 
 // releaseLocked returns the deferred fills if no open fetch is pending
@@ -400,7 +402,7 @@ func (rt *rangeTier) readAt(ctx context.Context, obj objKey, p []byte, a int64) 
 		markTier(ctx, TierDisk)
 	}
 	rt.stats.RangeTierHits.Add(1)
-	rt.lastHit.Store(time.Now().UnixNano())
+	rt.lastActive.Store(time.Now().UnixNano())
 	return true, nil
 }
 
@@ -453,6 +455,10 @@ func (r *Reader) seenDir(dir *prefetch.Dir) {
 		r.runPlanOf(p.Seen(dir, r.cfg.PartSize), true)
 	}
 }
+
+// opened records that a file of an index directory was opened: an open
+// is under way, and the fills it asks for wait.
+func (rt *rangeTier) opened() { rt.lastActive.Store(time.Now().UnixNano()) }
 
 // deferFills keeps fills back while an open's ranges are in flight or
 // the tier still serves an open's reads, and reports whether it did.

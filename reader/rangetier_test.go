@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/prefetch"
@@ -189,8 +190,9 @@ func TestReadJoinsTheRangeFetchInFlight(t *testing.T) {
 }
 
 // The fills of opened files start only once the range tier has served
-// no read for OpenQuiet: an open's reads hold them back after its
-// ranges are in.
+// no read, and no file of the index was opened, for OpenQuiet: an
+// open's opens and reads hold them back after its ranges are in, the
+// first open of the index (before any read) included.
 func TestFillsWaitForTheOpenToGoQuiet(t *testing.T) {
 	store, _, dir, cdir := rangeTierTest(t)
 	big := dir.Files[0]
@@ -202,14 +204,22 @@ func TestFillsWaitForTheOpenToGoQuiet(t *testing.T) {
 		defer r.rtier.mu.Unlock()
 		return r.rtier.pending == 0
 	})
-	if _, err := r.ReadAt(context.Background(), big, make([]byte, 100), 0, nil); err != nil {
+	time.Sleep(OpenQuiet) // the prefetch's end is not an open
+	h := r.Open(Entry{Name: "_0.fdt", Obj: big}, Place{dir, 0}, true)
+	defer h.Close()
+	if n := r.Stats().StartedBack.Load(); n != 0 {
+		t.Fatalf("%d background part fetches started at the first open of the index; want 0", n)
+	}
+	if _, release, err := h.Read(context.Background(), make([]byte, 100), 0); err != nil {
 		t.Fatal(err)
+	} else if release != nil {
+		release()
 	}
 	if r.Stats().RangeTierHits.Load() == 0 {
 		t.Fatal("the head was not served by the range tier")
 	}
-	h := r.Open(Entry{Name: "_0.fdt", Obj: big}, Place{dir, 0}, true)
-	defer h.Close()
+	h2 := r.Open(Entry{Name: "_0.si", Obj: dir.Files[1]}, Place{dir, 1}, true)
+	defer h2.Close()
 	if n := r.Stats().StartedBack.Load(); n != 0 {
 		t.Fatalf("%d background part fetches started just after an open's read; want 0", n)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"sync"
 	"testing"
@@ -57,7 +58,10 @@ func TestSamplerPeaksAndDeltas(t *testing.T) {
 	if res.PeakThreads < 1 || res.PeakRSSBytes <= 0 || res.Samples < 2 {
 		t.Errorf("no process figures: %+v", res)
 	}
-	if res.MachineSeconds <= 0 || res.MachineCPUSeconds <= 0 || res.BenchCPUSeconds <= 0 || res.ServerCPUSeconds != res.BenchCPUSeconds {
+	// The server's and the bench's CPU are this one process's, read one
+	// after the other at each sample: they may differ by what it burnt
+	// between the two reads (a clock tick or so), not more.
+	if res.MachineSeconds <= 0 || res.MachineCPUSeconds <= 0 || res.BenchCPUSeconds <= 0 || math.Abs(res.ServerCPUSeconds-res.BenchCPUSeconds) > 0.05 {
 		t.Errorf("CPU figures: machine %.2f of %.2f s, bench %.2f s, server (this process too) %.2f s",
 			res.MachineCPUSeconds, res.MachineSeconds, res.BenchCPUSeconds, res.ServerCPUSeconds)
 	}
