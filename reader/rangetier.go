@@ -75,8 +75,15 @@ type rangeTier struct {
 	// pending, starts them once the tier is quiet; closed stops it.
 	pending  int
 	deferred []prefetch.Fill
-	release  *time.Timer
-	closed   bool
+	// deferredSet holds deferredKey of each fill in deferred, which so
+	// holds each at most once: at most one per object of the mount,
+	// however many times its file is opened while fills wait.
+	deferredSet map[string]bool
+	// deferredAt is when deferred last became non-empty, in Unix
+	// nanoseconds: fills wait at most OpenQuietMax past it.
+	deferredAt int64
+	release    *time.Timer
+	closed     bool
 	// lastActive is when the tier last served a read, or a file of an
 	// index directory was last opened (an open's first step, before
 	// its first read), in Unix nanoseconds.
@@ -87,6 +94,20 @@ type rangeTier struct {
 // index directory is opened, before the fills of opened files start: an
 // open's opens and reads come a few milliseconds apart.
 const OpenQuiet = 100 * time.Millisecond
+
+// OpenQuietMax bounds how long fills wait for the tier to go quiet (an
+// open takes less): a node whose searches keep reading heads and tails
+// still gets its files filled.
+const OpenQuietMax = time.Second
+
+// deferredKey names a deferred fill: its group and its first object.
+func deferredKey(f prefetch.Fill) string {
+	k := f.Group
+	if len(f.Objects) > 0 {
+		k += "\x00" + f.Objects[0].Key + "\x00" + f.Objects[0].ETag
+	}
+	return k
+}
 
 type rangeBlock struct {
 	key  partKey
@@ -285,10 +306,16 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 	rt.startFills(fills)
 }
 
-// quietLocked returns how long until the tier has served no read for
-// OpenQuiet; 0 or less once it has. rt.mu must be held.
+// quietLocked returns how long the deferred fills still wait: until the
+// tier has been quiet for OpenQuiet, at most until OpenQuietMax after
+// they were first deferred; 0 or less once they need not. rt.mu must
+// be held.
 func (rt *rangeTier) quietLocked(now int64) time.Duration {
-	return time.Duration(rt.lastActive.Load() + int64(OpenQuiet) - now)
+	until := rt.lastActive.Load() + int64(OpenQuiet)
+	if len(rt.deferred) > 0 {
+		until = min(until, rt.deferredAt+int64(OpenQuietMax))
+	}
+	return time.Duration(until - now)
 }
 
 // releaseLocked returns the deferred fills if no open fetch is pending
@@ -308,7 +335,7 @@ func (rt *rangeTier) releaseLocked() []prefetch.Fill {
 		return nil
 	}
 	fills := rt.deferred
-	rt.deferred = nil
+	rt.deferred, rt.deferredSet = nil, nil
 	return fills
 }
 
@@ -336,7 +363,7 @@ func (rt *rangeTier) close() {
 	if rt.release != nil {
 		rt.release.Stop()
 	}
-	rt.deferred = nil
+	rt.deferred, rt.deferredSet = nil, nil
 }
 
 // read fills p with the bytes at off within part k from the range tier;
@@ -468,7 +495,19 @@ func (rt *rangeTier) deferFills(fills []prefetch.Fill) bool {
 	if rt.closed || rt.pending == 0 && rt.quietLocked(time.Now().UnixNano()) <= 0 {
 		return false
 	}
-	rt.deferred = append(rt.deferred, fills...)
+	now := time.Now().UnixNano()
+	if len(rt.deferred) == 0 {
+		rt.deferredAt = now
+	}
+	if rt.deferredSet == nil {
+		rt.deferredSet = map[string]bool{}
+	}
+	for _, f := range fills {
+		if k := deferredKey(f); !rt.deferredSet[k] {
+			rt.deferredSet[k] = true
+			rt.deferred = append(rt.deferred, f)
+		}
+	}
 	if rt.pending == 0 {
 		rt.releaseLocked() // arms the timer: the tier is not quiet
 	}

@@ -273,3 +273,38 @@ func TestLargeColdReadInPieces(t *testing.T) {
 		t.Errorf("%d GETs at the 100 KiB read's offset, want 1", small)
 	}
 }
+
+// Fills wait for a quiet tier at most OpenQuietMax, however often the
+// tier serves reads and the index's files are opened, and each object's
+// fill is kept once while they wait.
+func TestDeferredFillsAreBounded(t *testing.T) {
+	store, _, dir, cdir := rangeTierTest(t)
+	big := dir.Files[0]
+	r := newTestReader(t, store, openCacheAt(t, cdir), 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.Open, SegmentPrefetch: true})
+	r.SeenDir(Dir{dir})
+	waitFor(t, func() bool {
+		r.rtier.mu.Lock()
+		defer r.rtier.mu.Unlock()
+		return r.rtier.pending == 0 && store.inflight.Load() == 0
+	})
+	start := time.Now()
+	for time.Since(start) < OpenQuietMax+OpenQuiet && r.Stats().StartedBack.Load() == 0 {
+		h := r.Open(Entry{Name: "_0.fdt", Obj: big}, Place{dir, 0}, true)
+		if _, release, err := h.Read(context.Background(), make([]byte, 100), 0); err != nil {
+			t.Fatal(err)
+		} else if release != nil {
+			release()
+		}
+		h.Close()
+		r.rtier.mu.Lock()
+		n := len(r.rtier.deferred)
+		r.rtier.mu.Unlock()
+		if n > len(dir.Files) {
+			t.Fatalf("%d fills deferred for a directory of %d files", n, len(dir.Files))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.Stats().StartedBack.Load() == 0 {
+		t.Fatalf("no fill started within %v of reads and opens every 10 ms", time.Since(start))
+	}
+}
