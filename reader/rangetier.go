@@ -175,9 +175,10 @@ func (rt *rangeTier) holder(k partKey) (*rangeFetch, bool) {
 	return rt.fetching[k], ok
 }
 
-// hasBlock reports whether block k is in memory or on disk.
-func (rt *rangeTier) hasBlock(k partKey) bool {
-	if _, ok := rt.holder(k); ok {
+// covered reports whether block k is in memory, on disk or being
+// fetched.
+func (rt *rangeTier) covered(k partKey) bool {
+	if f, ok := rt.holder(k); f != nil || ok {
 		return true
 	}
 	return rt.cache.Contains(rt.cfg.rangeCacheKey(k))
@@ -210,13 +211,13 @@ func (rt *rangeTier) fetchRange(rg prefetch.Range, open bool) {
 	const most = RangeFetchMax / RangeBlock // blocks per fetch
 	b0, b1 := rg.Off/RangeBlock, (end-1)/RangeBlock
 	for b := b0; b <= b1; {
-		if f, _ := rt.holder(keyOfPart(obj, b)); f != nil || rt.hasBlock(keyOfPart(obj, b)) {
+		if rt.covered(keyOfPart(obj, b)) {
 			b++
 			continue
 		}
 		run := b
 		for run+1 <= b1 && run+1-b < most {
-			if f, _ := rt.holder(keyOfPart(obj, run+1)); f != nil || rt.hasBlock(keyOfPart(obj, run+1)) {
+			if rt.covered(keyOfPart(obj, run+1)) {
 				break
 			}
 			run++

@@ -228,7 +228,7 @@ func (r *Reader) read(ctx context.Context, obj fetcher.Object, dest []byte, off 
 		ps := r.cfg.PartSize
 		for i := p.first; i <= p.last && err == nil; i++ {
 			lo, hi := max(off, i*ps), min(p.end, (i+1)*ps)
-			err = r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, p.small)
+			err = r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, p.small, p.first != p.last)
 		}
 	}
 	if err != nil {
@@ -259,7 +259,7 @@ func (r *Reader) readSmallParts(ctx context.Context, obj fetcher.Object, out []b
 		lo, hi := max(off, i*ps), min(end, (i+1)*ps)
 		wg.Go(func() {
 			errs[i-first] = guard(fmt.Sprintf("read %s part %d", obj.Key, i), func() error {
-				return r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, true)
+				return r.readPart(ctx, obj, i, out[lo-off:hi-off], lo-i*ps, true, true)
 			})
 		})
 	}
@@ -311,14 +311,16 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 // the first tier that has them in the order choose gives (decide.go):
 // the part table's (memory, held, in flight), then the tiers below it
 // (parttiers.go).
-func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64, small bool) error {
+func (r *Reader) readPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64, small, tier bool) error {
 	rd := partRead{obj: obj, idx: idx, key: keyOfPart(obj, idx), p: p, off: off, small: small}
 	// The range tier first: the heads and tails of an index's files,
 	// fetched ahead or on their way, answer a read before any part fetch
-	// of the same file could (read asked it for the whole read; this is
-	// the part's share of it).
-	if ok, err := r.rtier.read(ctx, rd.key, p, off); ok || err != nil {
-		return err
+	// of the same file could. read asked it for the whole read; with
+	// tier (a read across parts) this part's share may still be there.
+	if tier {
+		if ok, err := r.rtier.read(ctx, rd.key, p, off); ok || err != nil {
+			return err
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		retry := attempt > 0

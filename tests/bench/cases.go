@@ -184,7 +184,7 @@ func (b *bench) mounted(ctx context.Context, mo mountOpts, f func(ctx context.Co
 	ferr := f(ctx, m, m.Dir)
 	res, serr := s.Stop(ctx)
 	if b.cfg.keepLogs != "" {
-		b.keepInodes(m.Dir) // after the case: its lookups are not timed
+		serr = errors.Join(serr, b.keepInodes(m.Dir)) // after the case: its lookups are not timed
 	}
 	if ferr != nil {
 		return res, ferr
@@ -668,22 +668,29 @@ func (b *bench) print(recs []Record) {
 
 // keepInodes writes the inode numbers of the mount's files into
 // --keep-logs, for reading the FUSE trace of its log (nodes by number).
-func (b *bench) keepInodes(mnt string) {
+func (b *bench) keepInodes(mnt string) error {
 	var out strings.Builder
-	filepath.WalkDir(mnt, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(mnt, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return nil
+			return err
 		}
-		if info, err := d.Info(); err == nil {
-			if st, ok := info.Sys().(*syscall.Stat_t); ok {
-				rel, _ := filepath.Rel(mnt, p)
-				fmt.Fprintf(&out, "%d %d %s\n", st.Ino, info.Size(), rel)
-			}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			rel, _ := filepath.Rel(mnt, p)
+			fmt.Fprintf(&out, "%d %d %s\n", st.Ino, info.Size(), rel)
 		}
 		return nil
 	})
-	os.MkdirAll(b.cfg.keepLogs, 0o755)
-	os.WriteFile(filepath.Join(b.cfg.keepLogs, fmt.Sprintf("mount-%03d.inodes", b.logs+1)), []byte(out.String()), 0o644)
+	if err != nil {
+		return fmt.Errorf("--keep-logs: inodes of %s: %w", mnt, err)
+	}
+	if err := os.MkdirAll(b.cfg.keepLogs, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.cfg.keepLogs, fmt.Sprintf("mount-%03d.inodes", b.logs+1)), []byte(out.String()), 0o644)
 }
 
 // keepLog writes a mount's log into --keep-logs, numbered in the order
