@@ -232,6 +232,11 @@ func TestMetricsListenerLimits(t *testing.T) {
 		if took := time.Since(start); code != http.StatusOK || len(body) == 0 || took < time.Second {
 			t.Errorf("a CPU profile of 1 s: %d, %d bytes after %v; want 200, a profile, after 1 s", code, len(body), took)
 		}
+		// An execution trace, as docs/BENCH.md takes of an open.
+		code, body = get(t, "http://"+m.pprofAddr+"/debug/pprof/trace?seconds=1")
+		if code != http.StatusOK || !strings.HasPrefix(body, "go 1.") {
+			t.Errorf("an execution trace of 1 s: %d, %.20q; want 200 and a trace", code, body)
+		}
 	})
 
 	t.Run("headers", func(t *testing.T) {

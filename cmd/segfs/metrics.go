@@ -93,10 +93,12 @@ func serveMetrics(cfg metricsConfig, stats func() map[string]int64, prom http.Ha
 		}
 		// Profiles of the running mount, for operators chasing CPU or
 		// memory: the index serves the named profiles (heap, goroutine,
-		// ...), /profile a CPU profile on demand.
+		// ...), /profile a CPU profile on demand, /trace an execution
+		// trace (where each goroutine waited, for the FUSE round trips).
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		lns = append(lns, listener{ln, mux, cfg.PprofLimits})
 		m.pprofAddr = ln.Addr().String()
 	}
