@@ -68,6 +68,21 @@ func (e Entry) Size() int64 {
 // is then shown as it is). The other is left out with a warning naming
 // both.
 func FromObjects(ctx context.Context, store fetcher.Store, objects []fetcher.Object, parallel int, log *slog.Logger) ([]Entry, error) {
+	return FromObjectsAfter(ctx, store, objects, nil, parallel, log)
+}
+
+// FromObjectsAfter is FromObjects for a new listing of a store whose
+// entries were prev (a refresh of a mount): an object listed with the
+// same key, ETag and size as one of prev is the same immutable version,
+// so it keeps the form prev found for it, seek table included, with no
+// GET. An idle store's refresh then costs its listing alone.
+func FromObjectsAfter(ctx context.Context, store fetcher.Store, objects []fetcher.Object, prev []Entry, parallel int, log *slog.Logger) ([]Entry, error) {
+	known := make(map[string]Entry, len(prev))
+	for _, e := range prev {
+		if e.Inline == nil {
+			known[e.Obj.Key] = e
+		}
+	}
 	entries := make([]Entry, len(objects))
 	for i, o := range objects {
 		entries[i] = Entry{Name: o.Key, Obj: o}
@@ -78,6 +93,10 @@ func FromObjects(ctx context.Context, store fetcher.Store, objects []fetcher.Obj
 		e := &entries[i]
 		name, ok := strings.CutSuffix(e.Obj.Key, CompressedSuffix)
 		if !ok || name == "" || strings.HasSuffix(name, "/") || !ValidName(e.Obj.Key) {
+			continue
+		}
+		if k, ok := known[e.Obj.Key]; ok && k.Obj.ETag == e.Obj.ETag && k.Obj.Size == e.Obj.Size {
+			e.Name, e.Table = k.Name, k.Table
 			continue
 		}
 		g.Go(func() error {

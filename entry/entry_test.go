@@ -108,3 +108,54 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+// countingStore counts the reads of the store it wraps.
+type countingStore struct {
+	fetcher.Store
+	reads atomic.Int64
+}
+
+func (s *countingStore) ReadRange(ctx context.Context, obj fetcher.Object, off int64, p []byte) error {
+	s.reads.Add(1)
+	return s.Store.ReadRange(ctx, obj, off, p)
+}
+
+// TestEntriesAfterReuseSeekTables: a new listing of the same versions
+// reads no seek table again; an object of another ETag is read anew.
+func TestEntriesAfterReuseSeekTables(t *testing.T) {
+	zst := localstore.Seekable(t, bytes.Repeat([]byte("stored fields "), 3000))
+	store, objs := localstore.Dir(t, map[string]localstore.File{"a.fdt.zst": {Data: zst}, "b.fdt.zst": {Data: zst}, "c": {Data: []byte("raw")}})
+	cs := &countingStore{Store: store}
+	log := slog.New(slog.DiscardHandler)
+	first, err := FromObjects(context.Background(), cs, objs, 4, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cs.reads.Swap(0); n != 2 {
+		t.Fatalf("the first listing read %d seek tables, want 2", n)
+	}
+	again, err := FromObjectsAfter(context.Background(), cs, objs, first, 4, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cs.reads.Swap(0); n != 0 {
+		t.Errorf("a listing of the same versions read %d seek tables, want none", n)
+	}
+	for i := range again {
+		if again[i].Name != first[i].Name || (again[i].Table == nil) != (first[i].Table == nil) {
+			t.Errorf("entry %d: %s (table %t), want %s (table %t)", i, again[i].Name, again[i].Table != nil, first[i].Name, first[i].Table != nil)
+		}
+	}
+	changed := slices.Clone(objs)
+	for i := range changed {
+		if changed[i].Key == "b.fdt.zst" {
+			changed[i].ETag += "x" // another version: its table is read again
+		}
+	}
+	if _, err := FromObjectsAfter(context.Background(), cs, changed, first, 4, log); err != nil {
+		t.Fatal(err)
+	}
+	if n := cs.reads.Load(); n != 1 {
+		t.Errorf("a listing with one new version read %d seek tables, want 1", n)
+	}
+}

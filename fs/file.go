@@ -28,13 +28,15 @@ type fileNode struct {
 	reader *reader.Reader
 	stats  *Stats
 	log    *slog.Logger
-	attr   *Attr        // the tree's owner and modes
-	place  reader.Place // the node's place in its directory, for the prefetch policies
+	attr   *Attr // the tree's owner and modes
 
-	// Guarded by mu: how the open handles read. The kernel refuses an open
+	// Guarded by mu: the node's place in its directory, for the prefetch
+	// policies (a Refresh that changes the directory moves it), and how
+	// the open handles read. The kernel refuses an open
 	// in passthrough mode while the file is open in the usual mode, and
 	// the other way round, so one mode holds until its last handle goes.
 	mu          sync.Mutex
+	place       reader.Place
 	backing     *os.File // the whole-object file handed to the kernel; nil if none
 	backingRefs int      // open handles in passthrough mode
 	servedOpens int      // open handles whose reads segfs serves
@@ -135,6 +137,20 @@ func (f *fileNode) acquire(h *fileHandle) {
 	f.servedOpens++
 }
 
+// placeOf returns the node's place in its directory.
+func (f *fileNode) placeOf() reader.Place {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.place
+}
+
+// setPlace moves the node to p, its place in its directory's new model.
+func (f *fileNode) setPlace(p reader.Place) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.place = p
+}
+
 // dropOnRelease reports whether the file's pages should go from the
 // kernel's page cache when h is released (see dropPageCache): when h is
 // the last handle segfs serves and its reads covered the whole file
@@ -189,7 +205,7 @@ func (f *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	start := time.Now()
 	h := &fileHandle{node: f}
 	f.acquire(h)
-	h.rh = f.reader.Open(f.entry, f.place, h.backing == nil)
+	h.rh = f.reader.Open(f.entry, f.placeOf(), h.backing == nil)
 	if f.log.Enabled(ctx, slog.LevelDebug) {
 		f.log.Debug("open", "name", f.entry.Name, "passthrough", h.backing != nil, "took", time.Since(start))
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,11 +24,17 @@ type Root struct {
 	dirNode
 
 	// Constant after construction.
-	entries []entry.Entry
-	reader  *reader.Reader
-	log     *slog.Logger
-	attr    Attr // every node points to it
-	stats   Stats
+	reader *reader.Reader
+	log    *slog.Logger
+	attr   Attr // every node points to it
+	stats  Stats
+
+	entries atomic.Pointer[[]entry.Entry] // the files shown, in listing order; replaced whole by Refresh
+
+	// mu serialises the changes of the tree (OnAdd, Refresh) and guards
+	// ino, the last inode number given.
+	mu  sync.Mutex
+	ino uint64
 }
 
 var _ = (gofs.NodeOnAdder)((*Root)(nil))
@@ -61,11 +69,13 @@ func NewRoot(entries []entry.Entry, rd *reader.Reader, attr Attr, log *slog.Logg
 	attr.DirMode &= 0o555
 	r := &Root{
 		dirNode: dirNode{mtime: time.Now()},
-		entries: Shown(entries, log),
 		reader:  rd,
 		log:     log,
 		attr:    attr,
+		ino:     RootIno,
 	}
+	shown := Shown(entries, log)
+	r.entries.Store(&shown)
 	r.dirNode.attr = &r.attr
 	return r
 }
@@ -101,8 +111,9 @@ func Shown(entries []entry.Entry, log *slog.Logger) []entry.Entry {
 // Entries returns the files the tree shows, in listing order: what the
 // engine serves (reader.Reader.Serve). Keys the tree skips, and the
 // hidden form of a file stored both raw and compressed, are not among
-// them.
-func (r *Root) Entries() []entry.Entry { return r.entries }
+// them. After a Refresh it returns the new listing's; the slice
+// returned is never changed.
+func (r *Root) Entries() []entry.Entry { return *r.entries.Load() }
 
 // Stats returns the edge's counters.
 func (r *Root) Stats() *Stats { return &r.stats }
@@ -117,19 +128,19 @@ const RootIno = fuse.FUSE_ROOT_ID
 // the nodes are made (listing order): every file and directory has a
 // distinct, non-zero st_ino for the mount's life (the nodes are never
 // forgotten), which find, du and tar rely on to tell files apart, and
-// the same one in each mount of the same listing. Numbers this small
+// the same one in each mount of the same listing (Refresh numbers new
+// nodes on from the last). Numbers this small
 // also fit the 32-bit st_ino of old binaries and a signed 64-bit one
 // (go-fuse's automatic numbers start at 2^63). Two nodes must never
 // share a number: go-fuse would take the second for a hard link of the
 // first.
 func (r *Root) OnAdd(ctx context.Context) {
-	ino := uint64(RootIno)
-	next := func(mode uint32) gofs.StableAttr {
-		ino++
-		return gofs.StableAttr{Mode: mode, Ino: ino}
-	}
-	dirs, places := reader.Dirs(r.entries)
-	for i, e := range r.entries {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := r.nextAttr
+	entries := *r.entries.Load()
+	dirs, places := reader.Dirs(entries)
+	for i, e := range entries {
 		parent := &r.Inode
 		dir, base := path.Split(e.Name)
 		for _, name := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
@@ -143,9 +154,9 @@ func (r *Root) OnAdd(ctx context.Context) {
 			}
 			parent = child
 		}
-		if dn := dirNodeOf(parent); dn != nil && dn.reader == nil {
+		if dn := dirNodeOf(parent); dn != nil {
 			if d, ok := dirs[dir]; ok {
-				dn.dir, dn.reader = d, r.reader
+				dn.setDir(d, true, r.reader)
 			}
 		}
 		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr, place: places[i]}
@@ -167,11 +178,7 @@ func dirNodeOf(inode *gofs.Inode) *dirNode {
 // Seen tells the engine that every directory of the tree is seen, as a
 // listing of each would: for a shard layout, whose one directory is the
 // index, at mount.
-func (r *Root) Seen() {
-	if r.dirNode.reader != nil {
-		r.reader.SeenDir(r.dir)
-	}
-}
+func (r *Root) Seen() { r.dirNode.seen() }
 
 // dirSet returns the set of every directory path implied by the names.
 func dirSet(entries []entry.Entry) map[string]bool {
@@ -187,15 +194,42 @@ func dirSet(entries []entry.Entry) map[string]bool {
 	return dirs
 }
 
-// dirNode is a directory. Its children are fixed at mount time.
+// dirNode is a directory. Its children change only in OnAdd and Refresh.
 type dirNode struct {
 	gofs.Inode
 
-	// Constant once the tree is built.
-	mtime  time.Time      // the mount time
-	attr   *Attr          // the tree's owner and modes
+	// Constant.
+	mtime time.Time // the mount time
+	attr  *Attr     // the tree's owner and modes
+
+	// Guarded by mu: set when the tree is built, and by a Refresh that
+	// changes the directory's files.
+	mu     sync.Mutex
 	dir    reader.Dir     // the directory's files, for the prefetch policies
 	reader *reader.Reader // told when the directory is first looked up or listed; nil if it holds no file to prefetch
+}
+
+// setDir gives the directory the model d of its files, or none when ok
+// is false (it holds none to prefetch).
+func (d *dirNode) setDir(dir reader.Dir, ok bool, rd *reader.Reader) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !ok {
+		d.dir, d.reader = reader.Dir{}, nil
+		return
+	}
+	d.dir, d.reader = dir, rd
+}
+
+// seen tells the engine the directory is seen, if it holds files to
+// prefetch.
+func (d *dirNode) seen() {
+	d.mu.Lock()
+	dir, rd := d.dir, d.reader
+	d.mu.Unlock()
+	if rd != nil {
+		rd.SeenDir(dir)
+	}
 }
 
 var (
@@ -217,8 +251,8 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 			out.Attr = a.Attr
 		}
 	}
-	if dn, ok := child.Operations().(*dirNode); ok && dn.reader != nil {
-		dn.reader.SeenDir(dn.dir)
+	if dn, ok := child.Operations().(*dirNode); ok {
+		dn.seen()
 	}
 	return child, 0
 }
@@ -226,9 +260,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 // Opendir tells the engine the directory is seen: a listing of a Lucene
 // index's directory is the first step of opening it (prefetch.LuceneOpen).
 func (d *dirNode) Opendir(ctx context.Context) syscall.Errno {
-	if d.reader != nil {
-		d.reader.SeenDir(d.dir)
-	}
+	d.seen()
 	return 0
 }
 

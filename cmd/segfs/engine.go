@@ -2,6 +2,8 @@ package main
 
 import (
 	"log/slog"
+	"os"
+	"runtime/debug"
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
@@ -21,6 +23,7 @@ type engine struct {
 	sched *prefetch.Scheduler
 	rd    *reader.Reader
 	bound memoryBound
+	cfg   engineConfig // as built, for relisted
 }
 
 // engineConfig says what to build.
@@ -61,9 +64,24 @@ func newEngine(cfg engineConfig, log *slog.Logger) (*engine, error) {
 		return nil, err
 	}
 	e.rd = rd
+	e.cfg = cfg
 	e.bound = e.memoryBound(cfg)
 	setMemoryLimit(e.bound, log)
 	return e, nil
+}
+
+// relisted moves the memory bound to a new listing of keys keys (a
+// refresh of the view): the tree and the cache's index grow and shrink
+// with it. It is called by one goroutine at a time.
+func (e *engine) relisted(keys int) {
+	if keys == e.cfg.keys {
+		return
+	}
+	e.cfg.keys = keys
+	e.bound = e.memoryBound(e.cfg)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(e.bound.Total())
+	}
 }
 
 // memoryBound is the process's bound: the Reader's terms, the command's

@@ -47,6 +47,7 @@ type mountCmd struct {
 	BackgroundBandwidth byteSize      `name:"background-bandwidth" default:"0" placeholder:"RATE" help:"Most bytes per second that background fetches (segfs warm, the rest of opened files, --prefetch all) start together, e.g. 50MiB: each part fetch waits in the queue until its bytes are paid for at this rate, and then runs at full speed; a read that comes to wait on one lifts the cap from it. Reads and readahead are never capped. 0: no cap."`
 	PprofAddr           string        `name:"pprof-addr" help:"Serve Go profiles (heap, goroutines, CPU and execution traces on demand) at http://ADDR/debug/pprof/ (e.g. 127.0.0.1:6060), on a listener of their own: --metrics-addr never serves them. Off by default: profiles show the process's memory."`
 	Debug               bool          `help:"Log every FUSE request and its answer, at info level (very verbose)."`
+	Refresh             time.Duration `name:"refresh" default:"0" placeholder:"DURATION" help:"List the store again every DURATION (e.g. 30s) and change the view to it: new objects appear, removed ones go, an object whose ETag or size changed becomes a new file (a new inode) while handles opened before keep reading the old version as far as the cache or the store still holds it. SIGHUP refreshes at once, with or without it. 0 (the default): the view stays as listed at mount until a SIGHUP. Plain layout only for now."`
 
 	AllowOther   bool          `name:"allow-other" xor:"allow" help:"Let every user use the mount (FUSE allow_other), as --uid, --gid, --file-mode and --dir-mode permit: the kernel checks them for each access (root bypasses them). Without it or --allow-root, only the mounting user may use the mount. A user other than root needs user_allow_other in /etc/fuse.conf."`
 	AllowRoot    bool          `name:"allow-root" xor:"allow" help:"Let only the mounting user and root use the mount: it is mounted with allow_other and segfs refuses every other user's request with EACCES. The kernel then caches no attributes, so that each lookup and stat reaches segfs. A user other than root needs user_allow_other in /etc/fuse.conf. Not with --allow-other."`
@@ -54,7 +55,7 @@ type mountCmd struct {
 	GID          ownerID       `name:"gid" placeholder:"N" help:"Group shown for every file and directory. Default: the mounting user's group."`
 	FileMode     permBits      `name:"file-mode" default:"0444" help:"Permission bits of every file, in octal (0444, 444 or 0o444); read and execute bits only, as the mount is read-only. The kernel enforces them (and --dir-mode) against each caller; root bypasses them."`
 	DirMode      permBits      `name:"dir-mode" default:"0555" help:"Permission bits of every directory, in octal; read and execute bits only."`
-	UnmountGrace time.Duration `name:"unmount-grace" default:"10s" help:"After SIGINT or SIGTERM, while files are still open, keep serving them and retry the unmount for up to this long; then detach the mount, fail the reads still pending and exit. A second SIGINT or SIGTERM ends the wait at once. SIGHUP is logged and ignored."`
+	UnmountGrace time.Duration `name:"unmount-grace" default:"10s" help:"After SIGINT or SIGTERM, while files are still open, keep serving them and retry the unmount for up to this long; then detach the mount, fail the reads still pending and exit. A second SIGINT or SIGTERM ends the wait at once. SIGHUP refreshes the view (--refresh)."`
 }
 
 // reserved returns how many fetch workers background work leaves free;
@@ -95,6 +96,10 @@ func (c *mountCmd) validate() error {
 		return err
 	}
 	switch {
+	case c.Refresh < 0:
+		return fmt.Errorf("--refresh %v: must be 0 (off) or a positive interval", c.Refresh)
+	case c.Refresh > 0 && c.Layout == "opensearch":
+		return fmt.Errorf("--refresh: an OpenSearch layout mount shows the commit it mounted; a refresh of it is not built yet (remount for a newer commit)")
 	case c.BackgroundFetches < 0 || c.BackgroundFetches > max(c.MaxFetches-1, 1):
 		return fmt.Errorf("--background-fetches %d: must be between 1 and %d (one fewer than --max-fetches)", c.BackgroundFetches, max(c.MaxFetches-1, 1))
 	case c.MaxRead < 4096 || c.MaxRead > 1<<20:
@@ -216,6 +221,11 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	} else {
 		defer control.Close()
 	}
+	var refr *refresher
+	if src.shard == nil {
+		refr = startRefresher(&refresher{list: plainLister(store, c.MaxFetches, log), root: root, rd: rd, eng: eng, interval: c.Refresh, log: log})
+		defer refr.Close() // before the control socket, the metrics and the engine close
+	}
 	signalReady(c.Mountpoint, log)
 
 	served := make(chan struct{})
@@ -232,8 +242,16 @@ serving:
 			break serving
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				log.Info("SIGHUP received; segfs does not reload, the mount keeps serving", "mountpoint", c.Mountpoint)
+				if refr == nil {
+					log.Info("SIGHUP received; an OpenSearch layout mount keeps the commit it mounted", "mountpoint", c.Mountpoint)
+					continue
+				}
+				log.Info("SIGHUP received; refreshing the view", "mountpoint", c.Mountpoint)
+				refr.now()
 				continue
+			}
+			if refr != nil {
+				refr.Close() // nothing changes the tree while it detaches
 			}
 			signalStopping(log)
 			log.Info("signal received; unmounting", "signal", signalName(sig), "mountpoint", c.Mountpoint, "grace", c.UnmountGrace)
@@ -300,7 +318,7 @@ retrying:
 			break retrying
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				log.Info("SIGHUP received; segfs does not reload, the mount keeps serving until it unmounts", "mountpoint", mountpoint)
+				log.Info("SIGHUP received while unmounting; the view stays as it is", "mountpoint", mountpoint)
 				continue
 			}
 			log.Warn("second signal received; detaching the mount now, reads of the files still open fail",

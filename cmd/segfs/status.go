@@ -68,6 +68,20 @@ func (c *statusCmd) Run(log *slog.Logger) error {
 	return nil
 }
 
+// viewLine says how old the mount's view is and what its refreshes did
+// (cmd/segfs/refresh.go), from the counters at now.
+func viewLine(m map[string]int64, now time.Time) string {
+	line := "as listed at mount"
+	if ns := m["view_listed_timestamp_ns"]; ns > 0 {
+		line = fmt.Sprintf("listed %s ago", now.Sub(time.Unix(0, ns)).Round(time.Second))
+	}
+	if m["refreshes"] == 0 && m["refresh_failures"] == 0 {
+		return line + " (no refresh: --refresh or SIGHUP)"
+	}
+	return fmt.Sprintf("%s; %d refreshes, %d failed; %d files added, %d changed, %d removed", line,
+		m["refreshes"], m["refresh_failures"], m["files_added"], m["files_changed"], m["files_removed"])
+}
+
 // printStatus writes a report for people. Names and paths are quoted
 // (quoteName): a name from the store may hold a newline or an escape
 // sequence.
@@ -86,6 +100,7 @@ func printStatus(w io.Writer, r *statusReport) {
 	fmt.Fprintf(tw, "fetches\trunning %d demand, %d readahead, %d background; queued %d, %d, %d\n",
 		m["running_demand"], m["running_readahead"], m["running_background"], m["queued_demand"], m["queued_readahead"], m["queued_background"])
 	fmt.Fprintf(tw, "errors\t%d reads, %d fetches, %d cache writes\n", m["read_errors"], m["fetch_errors"], m["cache_put_errors"])
+	fmt.Fprintf(tw, "view\t%s\n", viewLine(m, time.Now()))
 	tw.Flush()
 	if len(r.Files) < r.FileCount {
 		fmt.Fprintf(w, "\nthe %d largest files (--all for every one):\n", len(r.Files))

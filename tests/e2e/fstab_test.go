@@ -735,6 +735,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 	for _, want := range []string{"\nType=notify\n", "\nNotifyAccess=main\n", "\nEnvironmentFile=/etc/segfs/%i.env\n",
 		"\nExecStart=/usr/local/bin/segfs mount $SEGFS_OPTIONS ${SEGFS_SOURCE} ${SEGFS_MOUNTPOINT}\n",
+		"\nExecReload=/bin/kill -HUP $MAINPID\n",
 		"\nExecStopPost=-/usr/local/bin/segfs unmount --lazy ${SEGFS_MOUNTPOINT}\n", "\nTimeoutStopSec=30\n"} {
 		if !strings.Contains(string(unit), want) {
 			t.Errorf("the unit lacks the line %q", strings.TrimSpace(want))

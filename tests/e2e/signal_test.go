@@ -14,7 +14,7 @@ import (
 	"github.com/segfs/segfs/tests/harness"
 )
 
-// What segfs does on signals: SIGHUP changes nothing; SIGINT or SIGTERM
+// What segfs does on signals: SIGHUP refreshes the view; SIGINT or SIGTERM
 // unmount, serving the files still open for up to --unmount-grace; a
 // second one, or the end of the grace, detaches the mount and exits.
 
@@ -109,14 +109,16 @@ func waitExit(t *testing.T, m *harness.Mount, limit time.Duration) (time.Duratio
 	return time.Since(start), err
 }
 
-// SIGHUP is logged and changes nothing: the mount serves on, and unmounts
-// cleanly later.
+// SIGHUP refreshes the view (an unchanged store: nothing changes) and
+// ends nothing: the mount serves on, the open file included, and
+// unmounts cleanly later.
 func TestSignalHUPKeepsServing(t *testing.T) {
 	m := mountSignal(t)
 	f := openHeld(t, m)
 	wantPread(t, f, 0, 4096)
 	signalSegfs(t, m, syscall.SIGHUP)
-	waitLog(t, m, "SIGHUP received; segfs does not reload, the mount keeps serving")
+	waitLog(t, m, "SIGHUP received; refreshing the view")
+	harness.WaitStats(t, m, "the refresh", func(s map[string]int64) bool { return s["refreshes"] == 1 })
 	wantRunning(t, m)
 	wantPread(t, f, 2<<20+100, 64<<10) // a part not read before: from the remote
 	got, err := os.ReadFile(filepath.Join(m.Dir, "held.bin"))

@@ -1,0 +1,240 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/segfs/segfs/entry"
+	"github.com/segfs/segfs/reader"
+)
+
+// Change is what a new listing does to a tree's files: the names it
+// adds, the names whose object it replaces by another version, and the
+// names it removes. Added and Changed are in the new listing's order,
+// Removed in the old one's.
+type Change struct {
+	Added   []entry.Entry
+	Changed []entry.Entry
+	Removed []string
+}
+
+// Empty reports whether the change leaves the tree as it is.
+func (c Change) Empty() bool { return len(c.Added)+len(c.Changed)+len(c.Removed) == 0 }
+
+// Diff returns the change from the files old to the files now, both as
+// Shown returns them (unique names). A name is changed when its object
+// is another version: another key, ETag or size, another form (raw,
+// seekable zstd or inline), or other inline bytes. A version is
+// immutable, so a name whose version is the same is kept as it is: its
+// node, inode number, cached pages and open handles.
+func Diff(old, now []entry.Entry) Change {
+	before := make(map[string]*entry.Entry, len(old))
+	for i := range old {
+		before[old[i].Name] = &old[i]
+	}
+	var c Change
+	seen := make(map[string]bool, len(now))
+	for _, e := range now {
+		seen[e.Name] = true
+		o, ok := before[e.Name]
+		switch {
+		case !ok:
+			c.Added = append(c.Added, e)
+		case !sameVersion(*o, e):
+			c.Changed = append(c.Changed, e)
+		}
+	}
+	for _, e := range old {
+		if !seen[e.Name] {
+			c.Removed = append(c.Removed, e.Name)
+		}
+	}
+	return c
+}
+
+// sameVersion reports whether a and b show the same bytes for good.
+func sameVersion(a, b entry.Entry) bool {
+	return a.Obj.Key == b.Obj.Key && a.Obj.ETag == b.Obj.ETag && a.Obj.Size == b.Obj.Size &&
+		(a.Table == nil) == (b.Table == nil) && (a.Inline == nil) == (b.Inline == nil) && bytes.Equal(a.Inline, b.Inline)
+}
+
+// Refresh changes the tree to show entries instead of what it shows, in
+// one step under the tree's lock, and returns the change. A new or
+// changed name gets a new node with a new inode number, so the kernel's
+// pages and attributes of the old version are never shown for it; a
+// handle open on the old node keeps reading the old version (as long as
+// the store or the cache holds it: reads ask for its ETag). The kernel
+// is told after the tree changed, with no lock held (a notify may wait
+// on the kernel, which may wait on a request of this tree): each
+// removed or replaced name's entry is invalidated, so the next lookup
+// comes to segfs and finds the new node or none. Directories left empty
+// go too. The directories whose files changed get a new model for the
+// prefetch policies (reader.Dirs), as a new index would.
+func (r *Root) Refresh(entries []entry.Entry) Change {
+	shown := Shown(entries, r.log)
+	r.mu.Lock()
+	old := *r.entries.Load()
+	c := Diff(old, shown)
+	if c.Empty() {
+		r.entries.Store(&shown) // the same versions; keep the newer listing's times
+		r.mu.Unlock()
+		r.stats.Refreshes.Add(1)
+		r.stats.ViewListed.Store(time.Now().UnixNano())
+		return c
+	}
+	touched := make(map[string]bool)
+	fresh := make(map[string]bool, len(c.Added)+len(c.Changed))
+	for _, e := range append(c.Added[:len(c.Added):len(c.Added)], c.Changed...) {
+		fresh[e.Name] = true
+		touched[dirOf(e.Name)] = true
+	}
+	for _, name := range c.Removed {
+		touched[dirOf(name)] = true
+	}
+	var notes []func() syscall.Errno
+
+	// Removed names first: a file may give its name to a directory.
+	for _, name := range c.Removed {
+		dir, base := path.Split(name)
+		parent := r.dirInode(dir, false)
+		if parent == nil {
+			continue
+		}
+		if child := parent.GetChild(base); child != nil {
+			parent.RmChild(base)
+			child.ForgetPersistent() // dropped once the kernel forgets it
+			notes = append(notes, func() syscall.Errno { return parent.NotifyDelete(base, child) })
+		}
+		notes = append(notes, r.pruneEmpty(parent, dir)...)
+	}
+
+	dirs, places := reader.Dirs(shown)
+	ctx := context.Background()
+	for i, e := range shown {
+		dir, base := path.Split(e.Name)
+		if !fresh[e.Name] {
+			if touched[dir] {
+				if n := r.fileNodeAt(e.Name); n != nil {
+					n.setPlace(places[i])
+				}
+			}
+			continue
+		}
+		parent := r.dirInode(dir, true)
+		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr, place: places[i]}
+		prev := parent.GetChild(base)
+		parent.AddChild(base, parent.NewPersistentInode(ctx, node, r.nextAttr(fuse.S_IFREG)), true)
+		if prev != nil {
+			prev.ForgetPersistent()
+			notes = append(notes, func() syscall.Errno { return parent.NotifyEntry(base) })
+		}
+	}
+	for dir := range touched {
+		if in := r.dirInode(dir, false); in != nil {
+			if dn := dirNodeOf(in); dn != nil {
+				d, ok := dirs[dir]
+				dn.setDir(d, ok, r.reader)
+			}
+		}
+	}
+	r.entries.Store(&shown)
+	r.mu.Unlock()
+
+	r.stats.Refreshes.Add(1)
+	r.stats.ViewListed.Store(time.Now().UnixNano())
+	r.stats.FilesAdded.Add(int64(len(c.Added)))
+	r.stats.FilesChanged.Add(int64(len(c.Changed)))
+	r.stats.FilesRemoved.Add(int64(len(c.Removed)))
+	for _, note := range notes {
+		// ENOENT: the kernel held no entry for the name; nothing to drop.
+		if errno := note(); errno != 0 && errno != syscall.ENOENT {
+			r.log.Debug("kernel entry of a changed name not invalidated", "err", errno)
+		}
+	}
+	return c
+}
+
+// dirOf is the directory of name as path.Split gives it ("" for the
+// root, else "a/b/").
+func dirOf(name string) string {
+	dir, _ := path.Split(name)
+	return dir
+}
+
+// dirInode returns the inode of directory dir ("" or "a/b/"), made
+// with its parents when create is set; nil if it does not exist (or a
+// file holds one of its names, which Shown rules out for a listing).
+// r.mu must be held.
+func (r *Root) dirInode(dir string, create bool) *gofs.Inode {
+	in := &r.Inode
+	for _, name := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
+		if name == "" {
+			continue
+		}
+		child := in.GetChild(name)
+		if child == nil {
+			if !create {
+				return nil
+			}
+			child = in.NewPersistentInode(context.Background(), &dirNode{mtime: r.mtime, attr: &r.attr}, r.nextAttr(fuse.S_IFDIR))
+			in.AddChild(name, child, false)
+		}
+		if dirNodeOf(child) == nil {
+			return nil
+		}
+		in = child
+	}
+	return in
+}
+
+// fileNodeAt returns the file node shown at name, nil if none. r.mu
+// must be held.
+func (r *Root) fileNodeAt(name string) *fileNode {
+	dir, base := path.Split(name)
+	parent := r.dirInode(dir, false)
+	if parent == nil {
+		return nil
+	}
+	child := parent.GetChild(base)
+	if child == nil {
+		return nil
+	}
+	n, _ := child.Operations().(*fileNode)
+	return n
+}
+
+// pruneEmpty removes dir (the inode in) and each parent of it that the
+// removal leaves empty, the root excepted, and returns the kernel's
+// notes for them. r.mu must be held.
+func (r *Root) pruneEmpty(in *gofs.Inode, dir string) []func() syscall.Errno {
+	var notes []func() syscall.Errno
+	for dir != "" && len(in.Children()) == 0 {
+		parentDir, base := path.Split(strings.TrimSuffix(dir, "/"))
+		parent := r.dirInode(parentDir, false)
+		if parent == nil {
+			break
+		}
+		child := in
+		parent.RmChild(base)
+		child.ForgetPersistent()
+		notes = append(notes, func() syscall.Errno { return parent.NotifyDelete(base, child) })
+		in, dir = parent, parentDir
+	}
+	return notes
+}
+
+// nextAttr numbers a new node: one more than the last number given.
+// Numbers are never given twice, so a new version is never taken for a
+// hard link of the old one (go-fuse matches nodes by number). r.mu must
+// be held, or the tree not yet mounted.
+func (r *Root) nextAttr(mode uint32) gofs.StableAttr {
+	r.ino++
+	return gofs.StableAttr{Mode: mode, Ino: r.ino}
+}

@@ -1,0 +1,148 @@
+package fs
+
+import (
+	"log/slog"
+	"path"
+	"slices"
+	"testing"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/segfs/segfs/entry"
+	"github.com/segfs/segfs/fetcher"
+)
+
+func ent(name, etag string, size int64) entry.Entry {
+	return entry.Entry{Name: name, Obj: fetcher.Object{Key: name, ETag: etag, Size: size}}
+}
+
+func names(es []entry.Entry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+func TestDiff(t *testing.T) {
+	inline := ent("idx/segments_2", "", 3)
+	inline.Inline = []byte("abc")
+	old := []entry.Entry{ent("a", `"1"`, 10), ent("b", `"1"`, 10), ent("c", `"1"`, 10), ent("d", `"1"`, 10), inline}
+	newInline := inline
+	newInline.Inline = []byte("abd")
+	zst := ent("d", `"1"`, 10)
+	zst.Obj.Key = "d.zst"
+	now := []entry.Entry{
+		ent("a", `"1"`, 10), // kept
+		ent("b", `"2"`, 10), // another ETag
+		ent("c", `"1"`, 11), // another size
+		zst,                 // another key: stored compressed now
+		newInline,           // other inline bytes
+		ent("e", `"1"`, 1),  // new
+	}
+	c := Diff(old, now)
+	if got, want := names(c.Added), []string{"e"}; !slices.Equal(got, want) {
+		t.Errorf("added %q, want %q", got, want)
+	}
+	if got, want := names(c.Changed), []string{"b", "c", "d", "idx/segments_2"}; !slices.Equal(got, want) {
+		t.Errorf("changed %q, want %q", got, want)
+	}
+	if len(c.Removed) != 0 {
+		t.Errorf("removed %q, want none", c.Removed)
+	}
+	c = Diff(now, old[:2])
+	if got, want := c.Removed, []string{"c", "d", "idx/segments_2", "e"}; !slices.Equal(got, want) {
+		t.Errorf("removed %q, want %q", got, want)
+	}
+	if c := Diff(old, old); !c.Empty() {
+		t.Errorf("the same listing changes %+v", c)
+	}
+}
+
+// treeOf returns every node of the tree by path, with its inode.
+func treeOf(root *Root) map[string]*gofs.Inode {
+	out := map[string]*gofs.Inode{}
+	var walk func(dir string, n *gofs.Inode)
+	walk = func(dir string, n *gofs.Inode) {
+		out[dir] = n
+		for name, child := range n.Children() {
+			walk(path.Join(dir, name), child)
+		}
+	}
+	walk("/", &root.Inode)
+	return out
+}
+
+// A refresh adds, replaces and removes nodes as its change says: a new
+// or changed name gets an inode number never given before, a kept name
+// keeps its node, a removed name and the directories it leaves empty
+// go, and a name may turn from a file into a directory.
+func TestRefreshChangesTheTree(t *testing.T) {
+	old := []entry.Entry{ent("idx/_0.si", `"1"`, 1), ent("idx/segments_1", `"1"`, 1), ent("gone/deep/x", `"1"`, 1), ent("f", `"1"`, 1)}
+	root := NewRoot(old, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
+	gofs.NewNodeFS(root, &gofs.Options{RootStableAttr: &gofs.StableAttr{Ino: RootIno}})
+	before := treeOf(root)
+	var most uint64
+	for _, n := range before {
+		most = max(most, n.StableAttr().Ino)
+	}
+	oldNode := before["/idx/segments_1"].Operations().(*fileNode)
+
+	now := []entry.Entry{ent("idx/_0.si", `"1"`, 1), ent("idx/segments_1", `"2"`, 2), ent("idx/_1.si", `"1"`, 1), ent("f/now-a-dir", `"1"`, 1)}
+	c := root.Refresh(now)
+	if len(c.Added) != 2 || len(c.Changed) != 1 || len(c.Removed) != 2 {
+		t.Fatalf("change %+v; want 2 added, 1 changed, 2 removed", c)
+	}
+	after := treeOf(root)
+	for _, p := range []string{"/gone", "/gone/deep", "/gone/deep/x"} {
+		if after[p] != nil {
+			t.Errorf("%s is still in the tree", p)
+		}
+	}
+	if after["/idx/_0.si"] != before["/idx/_0.si"] {
+		t.Errorf("a kept file got a new node")
+	}
+	for _, p := range []string{"/idx/segments_1", "/idx/_1.si", "/f", "/f/now-a-dir"} {
+		n := after[p]
+		if n == nil {
+			t.Fatalf("%s is not in the tree: %v", p, after)
+		}
+		if ino := n.StableAttr().Ino; ino <= most {
+			t.Errorf("%s has inode %d, given before (the last was %d)", p, ino, most)
+		}
+	}
+	if _, ok := after["/f"].Operations().(*dirNode); !ok {
+		t.Errorf("/f is %T, want a directory", after["/f"].Operations())
+	}
+	if got := after["/idx/segments_1"].Operations().(*fileNode).entry.Obj.ETag; got != `"2"` {
+		t.Errorf("segments_1 shows ETag %s, want the new one", got)
+	}
+	if oldNode.entry.Obj.ETag != `"1"` {
+		t.Errorf("the old node of segments_1 changed under its handles")
+	}
+	if got, want := names(root.Entries()), names(now); !slices.Equal(got, want) {
+		t.Errorf("Entries() = %q, want %q", got, want)
+	}
+	s := &root.stats
+	if s.Refreshes.Load() != 1 || s.FilesAdded.Load() != 2 || s.FilesChanged.Load() != 1 || s.FilesRemoved.Load() != 2 || s.ViewListed.Load() == 0 {
+		t.Errorf("stats: refreshes %d, added %d, changed %d, removed %d, listed %d",
+			s.Refreshes.Load(), s.FilesAdded.Load(), s.FilesChanged.Load(), s.FilesRemoved.Load(), s.ViewListed.Load())
+	}
+
+	// The same listing again changes nothing and numbers nothing.
+	inos := map[string]uint64{}
+	for p, n := range treeOf(root) {
+		inos[p] = n.StableAttr().Ino
+	}
+	if c := root.Refresh(now); !c.Empty() {
+		t.Errorf("the same listing again: %+v", c)
+	}
+	for p, n := range treeOf(root) {
+		if n.StableAttr().Ino != inos[p] {
+			t.Errorf("%s renumbered by an empty refresh", p)
+		}
+	}
+	if s.Refreshes.Load() != 2 {
+		t.Errorf("refreshes = %d, want 2", s.Refreshes.Load())
+	}
+}

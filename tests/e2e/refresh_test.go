@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segfs/segfs/tests/harness"
+)
+
+// TestRefreshFollowsTheStore mounts a bucket with --refresh and changes
+// the bucket under it: a new object appears within two refreshes, a
+// deleted one goes (its lookups fail), an overwritten one becomes a new
+// file with a new inode and the new bytes, and a handle opened before the
+// overwrite reads the old version's cached part byte-exact; its uncached
+// parts fail with ESTALE, never with the new bytes.
+func TestRefreshFollowsTheStore(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	const part = 1 << 20
+	oldA, b, c := randomBytes(1, 3*part), randomBytes(2, 5000), randomBytes(3, 7000)
+	putObjects(t, srv, bucket, map[string][]byte{"a": oldA, "b": b, "dir/c": c})
+	m := mountS3(t, srv, "s3://"+bucket, "--part-size", "1MiB", "--refresh", "200ms", "--prefetch", "none")
+
+	held, err := os.Open(filepath.Join(m.Dir, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	got := make([]byte, 4096)
+	if _, err := held.ReadAt(got, 0); err != nil || !bytes.Equal(got, oldA[:4096]) {
+		t.Fatalf("read of a before the change: %v", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(m.Dir, "a"), &st); err != nil {
+		t.Fatal(err)
+	}
+	oldIno := st.Ino
+
+	newA, d := randomBytes(4, 2*part+17), randomBytes(5, 3000)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := harness.MustStats(t, m)["refreshes"]
+	putObjects(t, srv, bucket, map[string][]byte{"a": newA, "dir/d": d})
+	if err := srv.Delete(ctx, bucket, "b"); err != nil {
+		t.Fatal(err)
+	}
+	// The change shows at the first refresh that lists after it: at most
+	// the one already running and the next.
+	s := harness.WaitStats(t, m, "a refresh that saw the change", func(s map[string]int64) bool { return s["files_added"] >= 1 })
+	if n := s["refreshes"] - before; n > 2 {
+		t.Errorf("the change showed after %d refreshes, want at most 2", n)
+	}
+	if s["files_added"] != 1 || s["files_changed"] != 1 || s["files_removed"] != 1 {
+		t.Errorf("files added %d, changed %d, removed %d; want 1 each", s["files_added"], s["files_changed"], s["files_removed"])
+	}
+
+	if data, err := os.ReadFile(filepath.Join(m.Dir, "dir/d")); err != nil || !bytes.Equal(data, d) {
+		t.Errorf("the new object dir/d: %d bytes, %v", len(data), err)
+	}
+	ents, err := os.ReadDir(filepath.Join(m.Dir, "dir"))
+	if err != nil || len(ents) != 2 {
+		t.Errorf("dir lists %v (%v), want c and d", ents, err)
+	}
+	if _, err := os.Stat(filepath.Join(m.Dir, "b")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stat of the deleted b: %v, want ENOENT", err)
+	}
+	if err := syscall.Stat(filepath.Join(m.Dir, "a"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Ino == oldIno || st.Size != int64(len(newA)) {
+		t.Errorf("a after the overwrite: inode %d (was %d), size %d; want a new inode and size %d", st.Ino, oldIno, st.Size, len(newA))
+	}
+	if data, err := os.ReadFile(filepath.Join(m.Dir, "a")); err != nil || !bytes.Equal(data, newA) {
+		t.Errorf("a after the overwrite: %d bytes, %v; want the new %d", len(data), err, len(newA))
+	}
+
+	// The handle opened before reads the old version: its cached part,
+	// and ESTALE for the parts only the old object held.
+	if _, err := held.ReadAt(got, 100); err != nil || !bytes.Equal(got, oldA[100:4196]) {
+		t.Errorf("the held handle's cached part: %v, or not the old bytes", err)
+	}
+	_, err = held.ReadAt(got, 2*part+10)
+	if !errors.Is(err, syscall.ESTALE) {
+		t.Errorf("the held handle's uncached part of the overwritten object: %v, want ESTALE", err)
+	}
+}
+
+// TestRefreshOnSIGHUP: without --refresh the view stays as mounted until
+// a SIGHUP, which lists the store again at once.
+func TestRefreshOnSIGHUP(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	putObjects(t, srv, bucket, map[string][]byte{"a": randomBytes(1, 100)})
+	m := mountS3(t, srv, "s3://"+bucket)
+	if _, err := os.Stat(filepath.Join(m.Dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	lists := harness.MustStats(t, m)["lists"] // the mount's: its bucket check and its listing
+	late := randomBytes(2, 200)
+	putObjects(t, srv, bucket, map[string][]byte{"late": late})
+	if _, err := os.Stat(filepath.Join(m.Dir, "late")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a new object before any refresh: %v, want ENOENT (the view is fixed without --refresh)", err)
+	}
+	if s := harness.MustStats(t, m); s["refreshes"] != 0 || s["lists"] != lists {
+		t.Fatalf("without --refresh or SIGHUP: %d refreshes, %d listings; want 0 and the mount's %d", s["refreshes"], s["lists"], lists)
+	}
+	signalSegfs(t, m, syscall.SIGHUP)
+	harness.WaitStats(t, m, "the SIGHUP's refresh", func(s map[string]int64) bool { return s["refreshes"] == 1 })
+	if data, err := os.ReadFile(filepath.Join(m.Dir, "late")); err != nil || !bytes.Equal(data, late) {
+		t.Errorf("the new object after SIGHUP: %d bytes, %v", len(data), err)
+	}
+}
+
+// TestRefreshFailureKeepsTheView: a refresh that cannot list the store
+// (its bucket gone from the S3 server) changes nothing, is counted, and
+// the next one, once the store lists again, applies what changed.
+func TestRefreshFailureKeepsTheView(t *testing.T) {
+	srv := needServer(t)
+	bucket := newBucket(t, srv)
+	a := randomBytes(1, 5000)
+	putObjects(t, srv, bucket, map[string][]byte{"a": a})
+	m := mountS3(t, srv, "s3://"+bucket)
+	if data, err := os.ReadFile(filepath.Join(m.Dir, "a")); err != nil || !bytes.Equal(data, a) {
+		t.Fatalf("read a: %v", err)
+	}
+	// versitygw's posix backend keeps a bucket as a directory of its
+	// root (harness.Server.Dir).
+	dir, away := filepath.Join(srv.Dir(), "root", bucket), filepath.Join(srv.Dir(), bucket+"-away")
+	if err := os.Rename(dir, away); err != nil {
+		t.Fatal(err)
+	}
+	signalSegfs(t, m, syscall.SIGHUP)
+	harness.WaitStats(t, m, "the failed refresh", func(s map[string]int64) bool { return s["refresh_failures"] == 1 })
+	if s := harness.MustStats(t, m); s["refreshes"] != 0 {
+		t.Errorf("a failed listing counted as %d refreshes applied", s["refreshes"])
+	}
+	if data, err := os.ReadFile(filepath.Join(m.Dir, "a")); err != nil || !bytes.Equal(data, a) {
+		t.Errorf("a after the failed refresh: %v (the view must stay, served from the cache)", err)
+	}
+	waitLog(t, m, "refresh failed; the mount keeps its view")
+
+	if err := os.Rename(away, dir); err != nil {
+		t.Fatal(err)
+	}
+	putObjects(t, srv, bucket, map[string][]byte{"b": a})
+	signalSegfs(t, m, syscall.SIGHUP)
+	harness.WaitStats(t, m, "the refresh after the store came back", func(s map[string]int64) bool { return s["refreshes"] == 1 })
+	if _, err := os.Stat(filepath.Join(m.Dir, "b")); err != nil {
+		t.Errorf("b after the store came back: %v", err)
+	}
+	waitLog(t, m, "refresh works again")
+}
