@@ -9,11 +9,12 @@ type Stats struct {
 
 	// The view's refreshes (Root.Refresh; a failed listing changes
 	// nothing and is counted by whoever listed).
-	Refreshes       atomic.Int64 `stat:"refreshes"`        // listings applied, changed or not
-	RefreshFailures atomic.Int64 `stat:"refresh_failures"` // refreshes that could not list the store: the view stayed
-	FilesAdded      atomic.Int64 `stat:"files_added"`      // names a refresh added
-	FilesChanged    atomic.Int64 `stat:"files_changed"`    // names a refresh gave another version (a new inode)
-	FilesRemoved    atomic.Int64 `stat:"files_removed"`    // names a refresh removed
+	Refreshes       atomic.Int64 `stat:"refreshes"`               // listings applied, changed or not
+	RefreshFailures atomic.Int64 `stat:"refresh_failures"`        // refreshes that could not list the store: the view stayed
+	FilesAdded      atomic.Int64 `stat:"files_added"`             // names a refresh added
+	FilesChanged    atomic.Int64 `stat:"files_changed"`           // names a refresh gave another version (a new inode)
+	FilesRemoved    atomic.Int64 `stat:"files_removed"`           // names a refresh removed
+	FilesKept       atomic.Int64 `stat:"files_kept" kind:"gauge"` // names a newer listing dropped, still shown for --keep-removed
 	// ViewListed is when the view's listing was last applied, in Unix
 	// nanoseconds (0 until the first refresh: the mount's listing).
 	ViewListed atomic.Int64 `stat:"view_listed_timestamp_ns" kind:"gauge"`

@@ -32,9 +32,11 @@ type Root struct {
 	entries atomic.Pointer[[]entry.Entry] // the files shown, in listing order; replaced whole by Refresh
 
 	// mu serialises the changes of the tree (OnAdd, Refresh) and guards
-	// ino, the last inode number given.
-	mu  sync.Mutex
-	ino uint64
+	// the rest.
+	mu     sync.Mutex
+	ino    uint64          // the last inode number given
+	listed []entry.Entry   // the last listing applied (entries holds it and the kept names)
+	kept   map[string]kept // names a newer listing dropped, shown for a grace (RefreshKeeping)
 }
 
 var _ = (gofs.NodeOnAdder)((*Root)(nil))
@@ -76,6 +78,7 @@ func NewRoot(entries []entry.Entry, rd *reader.Reader, attr Attr, log *slog.Logg
 	}
 	shown := Shown(entries, log)
 	r.entries.Store(&shown)
+	r.listed = shown
 	r.dirNode.attr = &r.attr
 	return r
 }

@@ -3,7 +3,9 @@ package fs
 import (
 	"bytes"
 	"context"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -66,28 +68,97 @@ func sameVersion(a, b entry.Entry) bool {
 }
 
 // Refresh changes the tree to show entries instead of what it shows, in
-// one step under the tree's lock, and returns the change. A new or
-// changed name gets a new node with a new inode number, so the kernel's
-// pages and attributes of the old version are never shown for it; a
-// handle open on the old node keeps reading the old version (as long as
-// the store or the cache holds it: reads ask for its ETag). The kernel
-// is told after the tree changed, with no lock held (a notify may wait
-// on the kernel, which may wait on a request of this tree): each
-// removed or replaced name's entry is invalidated, so the next lookup
-// comes to segfs and finds the new node or none. Directories left empty
-// go too. The directories whose files changed get a new model for the
-// prefetch policies (reader.Dirs), as a new index would.
+// one step under the tree's lock, and returns the change: RefreshKeeping
+// with no grace for removed names.
 func (r *Root) Refresh(entries []entry.Entry) Change {
+	c, _ := r.RefreshKeeping(entries, 0, time.Now())
+	return c
+}
+
+// RefreshKeeping changes the tree to show entries, keeping each name
+// that leaves the listing visible until keep after now (readers of an
+// older commit still open its files), and returns the change and when
+// the first kept name is due to go (zero if none is kept): call Expire
+// then.
+//
+// A new or changed name gets a new node with a new inode number, so the
+// kernel's pages and attributes of the old version are never shown for
+// it; a handle open on the old node keeps reading the old version (as
+// long as the store or the cache holds it: reads ask for its ETag). The
+// order keeps a reader that lists the directory during the change from
+// finding a commit before its files: new and changed names first, then
+// the segments_N files, then the removals. The kernel is told after the
+// tree changed, with no lock held (a notify may wait on the kernel,
+// which may wait on a request of this tree): each removed or replaced
+// name's entry is invalidated, so the next lookup comes to segfs and
+// finds the new node or none. Directories left empty go too. The
+// directories whose files changed get a new model for the prefetch
+// policies (reader.Dirs), as a new index would.
+func (r *Root) RefreshKeeping(entries []entry.Entry, keep time.Duration, now time.Time) (Change, time.Time) {
 	shown := Shown(entries, r.log)
+	c, next := r.apply(shown, keep, now)
+	r.stats.Refreshes.Add(1)
+	r.stats.ViewListed.Store(now.UnixNano())
+	return c, next
+}
+
+// Expire removes the kept names whose time is up at now, and returns
+// when the next one is due (zero if none is kept).
+func (r *Root) Expire(now time.Time) (Change, time.Time) {
+	r.mu.Lock()
+	listed := r.listed
+	r.mu.Unlock()
+	return r.apply(listed, 0, now)
+}
+
+// kept is a name a newer listing dropped, shown until until.
+type kept struct {
+	e     entry.Entry
+	until time.Time
+}
+
+// apply makes the tree show shown (a listing as Shown returns it) and
+// the names kept from earlier listings, dropping those due at now; names
+// leaving the listing are kept until keep after now.
+func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Change, time.Time) {
 	r.mu.Lock()
 	old := *r.entries.Load()
-	c := Diff(old, shown)
+	listedNames := make(map[string]bool, len(shown))
+	for _, e := range shown {
+		listedNames[e.Name] = true
+	}
+	if keep > 0 {
+		for _, e := range old {
+			if _, ok := r.kept[e.Name]; !ok && !listedNames[e.Name] {
+				if r.kept == nil {
+					r.kept = make(map[string]kept)
+				}
+				r.kept[e.Name] = kept{e: e, until: now.Add(keep)}
+			}
+		}
+	}
+	dirs := dirSet(shown)
+	visible := slices.Clone(shown)
+	var next time.Time
+	for _, name := range slices.Sorted(maps.Keys(r.kept)) {
+		k := r.kept[name]
+		// Back in the listing, due, or in the way of a new directory.
+		if listedNames[name] || !now.Before(k.until) || dirs[name] {
+			delete(r.kept, name)
+			continue
+		}
+		visible = append(visible, k.e)
+		if next.IsZero() || k.until.Before(next) {
+			next = k.until
+		}
+	}
+	r.listed = shown
+	r.stats.FilesKept.Store(int64(len(r.kept)))
+	c := Diff(old, visible)
 	if c.Empty() {
-		r.entries.Store(&shown) // the same versions; keep the newer listing's times
+		r.entries.Store(&visible) // the same versions; keep the newer listing's times
 		r.mu.Unlock()
-		r.stats.Refreshes.Add(1)
-		r.stats.ViewListed.Store(time.Now().UnixNano())
-		return c
+		return c, next
 	}
 	touched := make(map[string]bool)
 	fresh := make(map[string]bool, len(c.Added)+len(c.Changed))
@@ -99,56 +170,64 @@ func (r *Root) Refresh(entries []entry.Entry) Change {
 		touched[dirOf(name)] = true
 	}
 	var notes []func() syscall.Errno
-
-	// Removed names first: a file may give its name to a directory.
+	vdirs, places := reader.Dirs(visible)
+	ctx := context.Background()
+	// New and changed names, each commit point (segments_N) last.
+	add := func(commits bool) {
+		for i, e := range visible {
+			if !fresh[e.Name] || isCommit(e.Name) != commits {
+				continue
+			}
+			dir, base := path.Split(e.Name)
+			parent, moved := r.dirInode(dir, true)
+			notes = append(notes, moved...)
+			node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr, place: places[i]}
+			prev := parent.GetChild(base)
+			parent.AddChild(base, parent.NewPersistentInode(ctx, node, r.nextAttr(fuse.S_IFREG)), true)
+			if prev != nil {
+				prev.ForgetPersistent()
+				notes = append(notes, func() syscall.Errno { return parent.NotifyEntry(base) })
+			}
+		}
+	}
+	add(false)
+	add(true)
+	for i, e := range visible {
+		if !fresh[e.Name] && touched[dirOf(e.Name)] {
+			if n := r.fileNodeAt(e.Name); n != nil {
+				n.setPlace(places[i])
+			}
+		}
+	}
 	for _, name := range c.Removed {
 		dir, base := path.Split(name)
-		parent := r.dirInode(dir, false)
+		parent, _ := r.dirInode(dir, false)
 		if parent == nil {
 			continue
 		}
-		if child := parent.GetChild(base); child != nil {
-			parent.RmChild(base)
-			child.ForgetPersistent() // dropped once the kernel forgets it
-			notes = append(notes, func() syscall.Errno { return parent.NotifyDelete(base, child) })
-		}
-		notes = append(notes, r.pruneEmpty(parent, dir)...)
-	}
-
-	dirs, places := reader.Dirs(shown)
-	ctx := context.Background()
-	for i, e := range shown {
-		dir, base := path.Split(e.Name)
-		if !fresh[e.Name] {
-			if touched[dir] {
-				if n := r.fileNodeAt(e.Name); n != nil {
-					n.setPlace(places[i])
-				}
-			}
+		child := parent.GetChild(base)
+		if child == nil {
 			continue
 		}
-		parent := r.dirInode(dir, true)
-		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr, place: places[i]}
-		prev := parent.GetChild(base)
-		parent.AddChild(base, parent.NewPersistentInode(ctx, node, r.nextAttr(fuse.S_IFREG)), true)
-		if prev != nil {
-			prev.ForgetPersistent()
-			notes = append(notes, func() syscall.Errno { return parent.NotifyEntry(base) })
+		if _, ok := child.Operations().(*fileNode); !ok {
+			continue // a directory of the new listing took the name
 		}
+		parent.RmChild(base)
+		child.ForgetPersistent() // dropped once the kernel forgets it
+		notes = append(notes, func() syscall.Errno { return parent.NotifyDelete(base, child) })
+		notes = append(notes, r.pruneEmpty(parent, dir)...)
 	}
 	for dir := range touched {
-		if in := r.dirInode(dir, false); in != nil {
+		if in, _ := r.dirInode(dir, false); in != nil {
 			if dn := dirNodeOf(in); dn != nil {
-				d, ok := dirs[dir]
+				d, ok := vdirs[dir]
 				dn.setDir(d, ok, r.reader)
 			}
 		}
 	}
-	r.entries.Store(&shown)
+	r.entries.Store(&visible)
 	r.mu.Unlock()
 
-	r.stats.Refreshes.Add(1)
-	r.stats.ViewListed.Store(time.Now().UnixNano())
 	r.stats.FilesAdded.Add(int64(len(c.Added)))
 	r.stats.FilesChanged.Add(int64(len(c.Changed)))
 	r.stats.FilesRemoved.Add(int64(len(c.Removed)))
@@ -158,7 +237,13 @@ func (r *Root) Refresh(entries []entry.Entry) Change {
 			r.log.Debug("kernel entry of a changed name not invalidated", "err", errno)
 		}
 	}
-	return c
+	return c, next
+}
+
+// isCommit reports whether name is a Lucene commit point: what a reader
+// opens first, so it must not appear before the files it names.
+func isCommit(name string) bool {
+	return strings.HasPrefix(path.Base(name), "segments_")
 }
 
 // dirOf is the directory of name as path.Split gives it ("" for the
@@ -169,36 +254,45 @@ func dirOf(name string) string {
 }
 
 // dirInode returns the inode of directory dir ("" or "a/b/"), made
-// with its parents when create is set; nil if it does not exist (or a
-// file holds one of its names, which Shown rules out for a listing).
+// with its parents when create is set; nil if it does not exist. A file
+// in the way of a directory made is removed first (it left the listing:
+// a listing never holds a name as both), with the kernel's note for it.
 // r.mu must be held.
-func (r *Root) dirInode(dir string, create bool) *gofs.Inode {
+func (r *Root) dirInode(dir string, create bool) (*gofs.Inode, []func() syscall.Errno) {
+	var notes []func() syscall.Errno
 	in := &r.Inode
 	for _, name := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
 		if name == "" {
 			continue
 		}
 		child := in.GetChild(name)
+		if child != nil && dirNodeOf(child) == nil {
+			if !create {
+				return nil, notes
+			}
+			parent, file := in, child
+			in.RmChild(name)
+			file.ForgetPersistent()
+			notes = append(notes, func() syscall.Errno { return parent.NotifyDelete(name, file) })
+			child = nil
+		}
 		if child == nil {
 			if !create {
-				return nil
+				return nil, notes
 			}
 			child = in.NewPersistentInode(context.Background(), &dirNode{mtime: r.mtime, attr: &r.attr}, r.nextAttr(fuse.S_IFDIR))
 			in.AddChild(name, child, false)
 		}
-		if dirNodeOf(child) == nil {
-			return nil
-		}
 		in = child
 	}
-	return in
+	return in, notes
 }
 
 // fileNodeAt returns the file node shown at name, nil if none. r.mu
 // must be held.
 func (r *Root) fileNodeAt(name string) *fileNode {
 	dir, base := path.Split(name)
-	parent := r.dirInode(dir, false)
+	parent, _ := r.dirInode(dir, false)
 	if parent == nil {
 		return nil
 	}
@@ -217,7 +311,7 @@ func (r *Root) pruneEmpty(in *gofs.Inode, dir string) []func() syscall.Errno {
 	var notes []func() syscall.Errno
 	for dir != "" && len(in.Children()) == 0 {
 		parentDir, base := path.Split(strings.TrimSuffix(dir, "/"))
-		parent := r.dirInode(parentDir, false)
+		parent, _ := r.dirInode(parentDir, false)
 		if parent == nil {
 			break
 		}

@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"testing"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 
@@ -144,5 +145,49 @@ func TestRefreshChangesTheTree(t *testing.T) {
 	}
 	if s.Refreshes.Load() != 2 {
 		t.Errorf("refreshes = %d, want 2", s.Refreshes.Load())
+	}
+}
+
+// Names a newer listing drops stay in the tree for the grace, then go;
+// a name back in the listing is no longer kept.
+func TestRefreshKeepsRemovedNames(t *testing.T) {
+	old := []entry.Entry{ent("_0.si", `"1"`, 1), ent("_0.cfs", `"1"`, 1), ent("segments_1", `"1"`, 1)}
+	root := NewRoot(old, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
+	gofs.NewNodeFS(root, &gofs.Options{RootStableAttr: &gofs.StableAttr{Ino: RootIno}})
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	now := []entry.Entry{ent("_0.si", `"1"`, 1), ent("_1.si", `"1"`, 1), ent("segments_2", `"1"`, 1)}
+	c, next := root.RefreshKeeping(now, time.Minute, t0)
+	if got := names(c.Added); !slices.Equal(got, []string{"_1.si", "segments_2"}) || len(c.Removed) != 0 {
+		t.Fatalf("change %+v; want _1.si and segments_2 added, nothing removed yet", c)
+	}
+	if !next.Equal(t0.Add(time.Minute)) {
+		t.Errorf("next expiry %v, want %v", next, t0.Add(time.Minute))
+	}
+	tree := treeOf(root)
+	for _, p := range []string{"/_0.cfs", "/segments_1", "/segments_2", "/_1.si"} {
+		if tree[p] == nil {
+			t.Errorf("%s is not in the tree during the grace", p)
+		}
+	}
+	if n := root.stats.FilesKept.Load(); n != 2 {
+		t.Errorf("files_kept = %d, want 2", n)
+	}
+	if c, _ := root.Expire(t0.Add(30 * time.Second)); !c.Empty() {
+		t.Errorf("expiry within the grace: %+v", c)
+	}
+	// _0.cfs comes back with the next listing: kept no longer, shown.
+	back := append(slices.Clone(now), ent("_0.cfs", `"1"`, 1))
+	if c, _ := root.RefreshKeeping(back, time.Minute, t0.Add(40*time.Second)); !c.Empty() {
+		t.Errorf("a kept name back in the listing: %+v, want no change", c)
+	}
+	c, next = root.Expire(t0.Add(time.Minute))
+	if !slices.Equal(c.Removed, []string{"segments_1"}) || !next.IsZero() {
+		t.Errorf("expiry at the end of the grace: %+v, next %v; want segments_1 removed and none left", c, next)
+	}
+	if treeOf(root)["/segments_1"] != nil || treeOf(root)["/_0.cfs"] == nil {
+		t.Errorf("after the grace: segments_1 must be gone, _0.cfs shown")
+	}
+	if n := root.stats.FilesKept.Load(); n != 0 {
+		t.Errorf("files_kept = %d after the grace, want 0", n)
 	}
 }

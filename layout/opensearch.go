@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"path"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
@@ -65,6 +68,7 @@ type Shard struct {
 	MetadataFile string // the metadata file's name
 	Metadata     *Metadata
 	DataPath     string // the data blobs' prefix below the root
+	MetadataPath string // the metadata files' prefix below the root
 }
 
 // Problem is a file of the metadata whose blob is missing or is not of
@@ -151,7 +155,7 @@ func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *
 	}
 	log.Info("shard resolved", "index_uuid", o.IndexUUID, "shard", o.Shard, "path_type", o.PathType.String(),
 		"metadata", name, "version", md.Version, "files", len(entries), "generation", md.Generation)
-	return &Shard{Data: data, Entries: entries, Problems: problems, MetadataFile: name, Metadata: md, DataPath: dataPath}, nil
+	return &Shard{Data: data, Entries: entries, Problems: problems, MetadataFile: name, Metadata: md, DataPath: dataPath, MetadataPath: mdPath}, nil
 }
 
 // pickMetadata returns the metadata file to mount from a listing of the
@@ -275,4 +279,91 @@ func (o *OpenSearch) pathsFromIndexFile(ctx context.Context, open Opener, base s
 		return nil
 	}
 	return nil
+}
+
+// Newer returns the shard as its newest metadata file now shows it, or
+// nil if that file is still cur's (nothing to do). It lists mdStore, the
+// store of the shard's metadata prefix (cur.MetadataPath), and reads the
+// new metadata file; it does not list the data
+// prefix again: a blob cur shows under the same name and length is
+// known, and every other blob the new metadata names is asked for with
+// one HEAD (at most parallel at once). A blob that is missing or of
+// another length is a Problem, as at mount: the caller keeps cur's view
+// (Err). A shard mounted at a named --metadata never changes: Newer is
+// for one mounted at "newest".
+func Newer(ctx context.Context, mdStore fetcher.Store, cur *Shard, parallel int) (*Shard, error) {
+	mdObjs, err := mdStore.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", mdStore, err)
+	}
+	newest := OpenSearch{Metadata: "newest"}
+	name, obj, err := newest.pickMetadata(mdObjs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, mdStore, err)
+	}
+	if name == cur.MetadataFile {
+		return nil, nil
+	}
+	if err := checkReadSize(obj.Size); err != nil {
+		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
+	}
+	raw := make([]byte, obj.Size)
+	if err := mdStore.ReadRange(ctx, obj, 0, raw); err != nil {
+		return nil, fmt.Errorf("read metadata file %s: %w", name, err)
+	}
+	md, err := ParseMetadata(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
+	}
+	known := make(map[string]fetcher.Object, len(cur.Entries))
+	for _, e := range cur.Entries {
+		if e.Inline == nil {
+			known[e.Obj.Key] = e.Obj
+		}
+	}
+	blobs, err := statBlobs(ctx, cur.Data, md.Files, known, parallel)
+	if err != nil {
+		return nil, err
+	}
+	entries, problems, err := shardEntries(md, blobs, obj)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
+	}
+	return &Shard{Data: cur.Data, Entries: entries, Problems: problems, MetadataFile: name, Metadata: md, DataPath: cur.DataPath, MetadataPath: cur.MetadataPath}, nil
+}
+
+// statBlobs returns the blobs of files: those known as listed before,
+// the others as one HEAD each finds them (a blob that is not found is
+// left out, for shardEntries to report). Any other failure of a HEAD is
+// an error: a transient failure must not read as a missing blob.
+func statBlobs(ctx context.Context, data fetcher.Store, files []FileEntry, known map[string]fetcher.Object, parallel int) ([]fetcher.Object, error) {
+	var (
+		mu    sync.Mutex
+		blobs = make([]fetcher.Object, 0, len(files))
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(parallel, 1))
+	for _, f := range files {
+		if b, ok := known[f.Uploaded]; ok && (f.Length < 0 || b.Size == f.Length) {
+			blobs = append(blobs, b)
+			continue
+		}
+		g.Go(func() error {
+			b, err := data.Stat(gctx, f.Uploaded)
+			switch {
+			case errors.Is(err, fetcher.ErrNotFound):
+				return nil
+			case err != nil:
+				return fmt.Errorf("stat %s (%s): %w", f.Uploaded, f.Name, err)
+			}
+			mu.Lock()
+			blobs = append(blobs, b)
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return blobs, nil
 }

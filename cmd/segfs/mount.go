@@ -47,7 +47,8 @@ type mountCmd struct {
 	BackgroundBandwidth byteSize      `name:"background-bandwidth" default:"0" placeholder:"RATE" help:"Most bytes per second that background fetches (segfs warm, the rest of opened files, --prefetch all) start together, e.g. 50MiB: each part fetch waits in the queue until its bytes are paid for at this rate, and then runs at full speed; a read that comes to wait on one lifts the cap from it. Reads and readahead are never capped. 0: no cap."`
 	PprofAddr           string        `name:"pprof-addr" help:"Serve Go profiles (heap, goroutines, CPU and execution traces on demand) at http://ADDR/debug/pprof/ (e.g. 127.0.0.1:6060), on a listener of their own: --metrics-addr never serves them. Off by default: profiles show the process's memory."`
 	Debug               bool          `help:"Log every FUSE request and its answer, at info level (very verbose)."`
-	Refresh             time.Duration `name:"refresh" default:"0" placeholder:"DURATION" help:"List the store again every DURATION (e.g. 30s) and change the view to it: new objects appear, removed ones go, an object whose ETag or size changed becomes a new file (a new inode) while handles opened before keep reading the old version as far as the cache or the store still holds it. SIGHUP refreshes at once, with or without it. 0 (the default): the view stays as listed at mount until a SIGHUP. Plain layout only for now."`
+	Refresh             time.Duration `name:"refresh" default:"0" placeholder:"DURATION" help:"List the store again every DURATION (e.g. 30s) and change the view to it: new objects appear, removed ones go, an object whose ETag or size changed becomes a new file (a new inode) while handles opened before keep reading the old version as far as the cache or the store still holds it. With --layout opensearch: look for a newer metadata file (one listing of the metadata prefix; the data prefix is not listed again) and show its commit, its files before its segments_N. SIGHUP refreshes at once, with or without it. 0 (the default): the view stays as listed at mount until a SIGHUP."`
+	KeepRemoved         time.Duration `name:"keep-removed" default:"1m" placeholder:"DURATION" help:"With --layout opensearch: how long a file that a newer commit no longer names stays visible after the refresh that dropped it, for the readers of the older commit that still open it. 0 removes it at once."`
 
 	AllowOther   bool          `name:"allow-other" xor:"allow" help:"Let every user use the mount (FUSE allow_other), as --uid, --gid, --file-mode and --dir-mode permit: the kernel checks them for each access (root bypasses them). Without it or --allow-root, only the mounting user may use the mount. A user other than root needs user_allow_other in /etc/fuse.conf."`
 	AllowRoot    bool          `name:"allow-root" xor:"allow" help:"Let only the mounting user and root use the mount: it is mounted with allow_other and segfs refuses every other user's request with EACCES. The kernel then caches no attributes, so that each lookup and stat reaches segfs. A user other than root needs user_allow_other in /etc/fuse.conf. Not with --allow-other."`
@@ -98,8 +99,10 @@ func (c *mountCmd) validate() error {
 	switch {
 	case c.Refresh < 0:
 		return fmt.Errorf("--refresh %v: must be 0 (off) or a positive interval", c.Refresh)
-	case c.Refresh > 0 && c.Layout == "opensearch":
-		return fmt.Errorf("--refresh: an OpenSearch layout mount shows the commit it mounted; a refresh of it is not built yet (remount for a newer commit)")
+	case c.Refresh > 0 && c.Layout == "opensearch" && c.Metadata != "newest" && c.Metadata != "":
+		return fmt.Errorf("--refresh with --metadata %s: a mount of a named metadata file shows that commit for good; --metadata newest follows the shard", c.Metadata)
+	case c.KeepRemoved < 0:
+		return fmt.Errorf("--keep-removed %v: must not be negative", c.KeepRemoved)
 	case c.BackgroundFetches < 0 || c.BackgroundFetches > max(c.MaxFetches-1, 1):
 		return fmt.Errorf("--background-fetches %d: must be between 1 and %d (one fewer than --max-fetches)", c.BackgroundFetches, max(c.MaxFetches-1, 1))
 	case c.MaxRead < 4096 || c.MaxRead > 1<<20:
@@ -222,8 +225,13 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		defer control.Close()
 	}
 	var refr *refresher
-	if src.shard == nil {
-		refr = startRefresher(&refresher{list: plainLister(store, c.MaxFetches, log), root: root, rd: rd, eng: eng, interval: c.Refresh, log: log})
+	if src.relist != nil {
+		r := &refresher{list: src.relist, root: root, rd: rd, eng: eng, interval: c.Refresh, log: log}
+		if src.shard != nil {
+			// Readers of the commit before still hold its files.
+			r.keep, r.index = c.KeepRemoved, true
+		}
+		refr = startRefresher(r)
 		defer refr.Close() // before the control socket, the metrics and the engine close
 	}
 	signalReady(c.Mountpoint, log)
@@ -243,7 +251,7 @@ serving:
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				if refr == nil {
-					log.Info("SIGHUP received; an OpenSearch layout mount keeps the commit it mounted", "mountpoint", c.Mountpoint)
+					log.Info("SIGHUP received; a mount of a named --metadata keeps that commit", "mountpoint", c.Mountpoint, "metadata", c.Metadata)
 					continue
 				}
 				log.Info("SIGHUP received; refreshing the view", "mountpoint", c.Mountpoint)

@@ -10,6 +10,7 @@ import (
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/reader"
 )
 
@@ -25,6 +26,8 @@ type refresher struct {
 	rd       *reader.Reader
 	eng      *engine
 	interval time.Duration // 0: on SIGHUP only
+	keep     time.Duration // how long a name a newer listing dropped stays (--keep-removed)
+	index    bool          // the mount is one index's directory: prefetch a new commit's open at once
 	log      *slog.Logger
 
 	kick   chan struct{}
@@ -46,6 +49,40 @@ func plainLister(store fetcher.Store, parallel int, log *slog.Logger) func(conte
 		}
 		entries, err := entry.FromObjectsAfter(ctx, store, objects, prev, parallel, log)
 		return entries, len(objects), err
+	}
+}
+
+// shardLister follows an OpenSearch shard mounted at its newest
+// metadata file: each call lists the metadata prefix (the store
+// openMetadata opens, once) and, when a newer metadata file is there,
+// resolves it as the mount did, checking only the blobs it does not
+// already show (layout.Newer). A metadata file whose blobs are not all
+// there as it says fails the refresh: the view never shows a partial
+// commit.
+func shardLister(cur *layout.Shard, openMetadata func(context.Context) (fetcher.Store, error), parallel int, log *slog.Logger) func(context.Context, []entry.Entry) ([]entry.Entry, int, error) {
+	var md fetcher.Store
+	return func(ctx context.Context, _ []entry.Entry) ([]entry.Entry, int, error) {
+		if md == nil {
+			st, err := openMetadata(ctx)
+			if err != nil {
+				return nil, 0, fmt.Errorf("metadata of the shard at %s: %w", cur.MetadataPath, err)
+			}
+			md = st
+		}
+		next, err := layout.Newer(ctx, md, cur, parallel)
+		if err != nil {
+			return nil, 0, err
+		}
+		if next == nil {
+			return cur.Entries, len(cur.Entries), nil
+		}
+		if err := next.Err(); err != nil {
+			return nil, 0, err
+		}
+		log.Info("newer metadata file", "metadata", next.MetadataFile, "generation", next.Metadata.Generation,
+			"files", len(next.Entries), "was", cur.MetadataFile)
+		cur = next
+		return cur.Entries, len(cur.Entries), nil
 	}
 }
 
@@ -84,24 +121,45 @@ func (r *refresher) run(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
+	// expire fires when the first name kept for --keep-removed is due.
+	expire := time.NewTimer(time.Hour)
+	expire.Stop()
+	defer expire.Stop()
+	arm := func(next time.Time) {
+		expire.Stop()
+		if !next.IsZero() {
+			expire.Reset(time.Until(next))
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick:
 		case <-r.kick:
+		case <-expire.C:
+			c, next := r.root.Expire(time.Now())
+			arm(next)
+			if !c.Empty() {
+				r.log.Info("kept files removed", "removed", len(c.Removed), "kept", r.root.Stats().FilesKept.Load())
+			}
+			continue
 		}
-		r.refresh(ctx)
+		if next, ok := r.refresh(ctx); ok {
+			arm(next)
+		}
 	}
 }
 
-// refresh lists the store and applies what changed.
-func (r *refresher) refresh(ctx context.Context) {
+// refresh lists the store and applies what changed. It returns when the
+// first kept name is due, and false if the listing failed (the tree,
+// and what it keeps, stay).
+func (r *refresher) refresh(ctx context.Context) (time.Time, bool) {
 	start := time.Now()
 	entries, keys, err := r.list(ctx, r.root.Entries())
 	if err != nil {
 		if ctx.Err() != nil {
-			return // closing
+			return time.Time{}, false // closing
 		}
 		r.root.Stats().RefreshFailures.Add(1)
 		if r.failing {
@@ -110,22 +168,26 @@ func (r *refresher) refresh(ctx context.Context) {
 			r.log.Warn("refresh failed; the mount keeps its view and tries again", "err", err, "interval", r.interval)
 		}
 		r.failing = true
-		return
+		return time.Time{}, false
 	}
 	if r.failing {
 		r.log.Info("refresh works again")
 		r.failing = false
 	}
 	r.eng.relisted(keys)
-	c := r.root.Refresh(entries)
+	c, next := r.root.RefreshKeeping(entries, r.keep, time.Now())
 	took := time.Since(start).Round(time.Millisecond)
 	if c.Empty() {
 		r.log.Debug("refreshed: nothing changed", "files", len(entries), "took", took)
-		return
+		return next, true
 	}
 	// The prefetch policies see the new versions as the mount's files
 	// (--prefetch all fetches them).
 	r.rd.Serve(append(c.Added[:len(c.Added):len(c.Added)], c.Changed...))
+	if r.index && len(c.Added)+len(c.Changed) > 0 {
+		r.root.Seen() // a new commit of the index: its open's ranges now
+	}
 	r.log.Info("refreshed", "added", len(c.Added), "changed", len(c.Changed), "removed", len(c.Removed),
-		"files", len(r.root.Entries()), "took", took)
+		"kept", r.root.Stats().FilesKept.Load(), "files", len(r.root.Entries()), "took", took)
+	return next, true
 }

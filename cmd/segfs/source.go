@@ -71,6 +71,10 @@ type source struct {
 	entries []entry.Entry
 	keys    int           // keys listed, for the memory bound
 	shard   *layout.Shard // the resolved shard; nil for the plain layout
+	// relist lists the source again for a refresh of the view (the
+	// entries and the keys listed); nil when the view is fixed (a
+	// shard mounted at a named --metadata).
+	relist func(ctx context.Context, prev []entry.Entry) ([]entry.Entry, int, error)
 }
 
 // openSource opens SOURCE with the layout flags: lists it and returns the
@@ -80,7 +84,7 @@ type source struct {
 // else it is an error (a mount never shows a partial shard).
 func openSource(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, parallel int, tolerate bool, log *slog.Logger) (*source, error) {
 	if f.Layout == "opensearch" {
-		return openShard(ctx, src, f, cfg, tolerate, log)
+		return openShard(ctx, src, f, cfg, parallel, tolerate, log)
 	}
 	store, err := fetcher.Open(ctx, src, cfg)
 	if err != nil {
@@ -100,14 +104,14 @@ func openSource(ctx context.Context, src string, f layoutFlags, cfg fetcher.Conf
 	if err != nil {
 		return nil, err
 	}
-	return &source{store: store, entries: entries, keys: len(objects)}, nil
+	return &source{store: store, entries: entries, keys: len(objects), relist: plainLister(store, parallel, log)}, nil
 }
 
 // openShard resolves an OpenSearch shard. SOURCE names the repository:
 // for S3 the bucket is its root and the prefix its base path (a hashed
 // prefix comes before the base path, so the root is the bucket); a
 // local directory is the root itself, with no base path.
-func openShard(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, tolerate bool, log *slog.Logger) (*source, error) {
+func openShard(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, parallel int, tolerate bool, log *slog.Logger) (*source, error) {
 	o, err := f.opensearch()
 	if err != nil {
 		return nil, err
@@ -133,7 +137,11 @@ func openShard(ctx context.Context, src string, f layoutFlags, cfg fetcher.Confi
 	if err := shard.Err(); err != nil && !tolerate {
 		return nil, err
 	}
-	return &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), shard: shard}, nil
+	out := &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), shard: shard}
+	if o.Metadata == "" || o.Metadata == "newest" {
+		out.relist = shardLister(shard, func(ctx context.Context) (fetcher.Store, error) { return open(ctx, shard.MetadataPath) }, parallel, log)
+	}
+	return out, nil
 }
 
 // storeFlags reach an S3-compatible service; every command that opens a
