@@ -6,9 +6,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/segfs/segfs/tests/harness"
 )
@@ -155,4 +159,104 @@ func TestRefreshFailureKeepsTheView(t *testing.T) {
 		t.Errorf("b after the store came back: %v", err)
 	}
 	waitLog(t, m, "refresh works again")
+}
+
+// TestLuceneOpenIfChangedAfterARefresh: a real Lucene holds a reader
+// open on the mounted index while its writer commits again, as a
+// search engine's store changes under it. The new commit is uploaded as
+// a writer's upload would be (the new segment's files first, then the
+// new segments_N, then the old segments_N deleted); after SIGHUP,
+// DirectoryReader.openIfChanged through the mount sees the new
+// documents, and CheckIndex finds the new commit clean.
+func TestLuceneOpenIfChangedAfterARefresh(t *testing.T) {
+	lu := testLucene(t)
+	srv := needServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	local := filepath.Join(t.TempDir(), "index")
+	first := harness.LuceneIndex{Docs: 2000, Segments: 2, Seed: 35}
+	if err := lu.Build(ctx, local, first); err != nil {
+		t.Fatal(err)
+	}
+	bucket := newBucket(t, srv)
+	if err := srv.UploadDir(ctx, bucket, "index", local); err != nil {
+		t.Fatal(err)
+	}
+	m := mountS3(t, srv, "s3://"+bucket)
+	for _, kind := range []string{"mmap", "nio"} {
+		f, err := lu.Follow(ctx, filepath.Join(m.Dir, "index"), kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if f.Opened.Docs < int64(first.Docs) {
+			t.Fatalf("%s: the first open shows %d documents, want at least %d", kind, f.Opened.Docs, first.Docs)
+		}
+		before := f.Opened
+
+		more := harness.LuceneIndex{Docs: 500, Segments: 1, Seed: 36, Append: true}
+		if err := lu.Build(ctx, local, more); err != nil {
+			t.Fatal(err)
+		}
+		mirrorCommit(ctx, t, srv, bucket, "index", local)
+		refreshes := harness.MustStats(t, m)["refreshes"]
+		signalSegfs(t, m, syscall.SIGHUP)
+		harness.WaitStats(t, m, "the refresh", func(s map[string]int64) bool { return s["refreshes"] > refreshes })
+		r, err := f.Reopen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Changed || r.Docs != before.Docs+int64(more.Docs) || r.Segments != before.Segments+more.Segments || r.Hits == 0 {
+			t.Errorf("%s: openIfChanged after the refresh: %+v; want changed, %d documents in %d segments, hits",
+				kind, r, before.Docs+int64(more.Docs), before.Segments+more.Segments)
+		}
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := lu.Check(ctx, filepath.Join(m.Dir, "index")); err != nil {
+		t.Errorf("CheckIndex of the new commit through the mount: %v", err)
+	}
+}
+
+// mirrorCommit makes bucket/prefix hold dir as a writer's upload does:
+// the files the bucket lacks first, segments_N last, then the objects
+// dir no longer holds deleted.
+func mirrorCommit(ctx context.Context, t *testing.T, srv *harness.Server, bucket, prefix, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := map[string]bool{}
+	var commits []string
+	for _, e := range ents {
+		local[e.Name()] = true
+		if strings.HasPrefix(e.Name(), "segments_") {
+			commits = append(commits, e.Name())
+			continue
+		}
+		if _, err := srv.GetBytes(ctx, bucket, prefix+"/"+e.Name()); err == nil {
+			continue // a segment's files never change
+		}
+		if _, err := srv.PutFile(ctx, bucket, prefix+"/"+e.Name(), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range commits {
+		if _, err := srv.PutFile(ctx, bucket, prefix+"/"+n, filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := srv.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix + "/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range out.Contents {
+		if name := strings.TrimPrefix(aws.ToString(o.Key), prefix+"/"); !local[name] {
+			if err := srv.Delete(ctx, bucket, aws.ToString(o.Key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }

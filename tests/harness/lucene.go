@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -141,6 +142,10 @@ type LuceneIndex struct {
 	// BodyWords is the mean number of words of a document's body
 	// (which is stored); 0 means 200.
 	BodyWords int
+	// Append writes a new commit of the index in the directory (its
+	// segments kept, Segments new ones added, the old segments_N
+	// deleted) instead of a new index.
+	Append bool
 }
 
 func (ix LuceneIndex) args() []string {
@@ -154,6 +159,9 @@ func (ix LuceneIndex) args() []string {
 	add("--segments", int64(ix.Segments))
 	add("--seed", ix.Seed)
 	add("--body-words", int64(ix.BodyWords))
+	if ix.Append {
+		a = append(a, "--append")
+	}
 	return a
 }
 
@@ -366,4 +374,123 @@ func (kv kvLine) int64(k string) (int64, error) {
 func (kv kvLine) int(k string) (int, error) {
 	v, err := kv.int64(k)
 	return int(v), err
+}
+
+// LuceneFollower is a JVM holding a DirectoryReader open on one index,
+// reopened (openIfChanged) at each Reopen, as a search engine's refresh
+// does. Close ends it.
+type LuceneFollower struct {
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	stdin  io.WriteCloser
+	sc     *bufio.Scanner
+	stderr *bytes.Buffer
+	out    strings.Builder
+	closed sync.Once
+	err    error // Close's
+	// Opened is the first open.
+	Opened LuceneOpened
+}
+
+// LuceneReopen is what one openIfChanged found.
+type LuceneReopen struct {
+	Changed  bool
+	Segments int
+	Docs     int64
+	Hits     int64 // of 20 queries on the reader
+}
+
+// Follow starts LuceneTool follow on dir with the Directory kind and
+// waits for its first open.
+func (l Lucene) Follow(ctx context.Context, dir, kind string) (*LuceneFollower, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &LuceneFollower{cancel: cancel, stderr: &bytes.Buffer{}}
+	f.cmd = l.command(ctx, "follow", dir, "--dir", kind)
+	f.cmd.Stderr = f.stderr
+	var err error
+	if f.stdin, err = f.cmd.StdinPipe(); err == nil {
+		var stdout io.ReadCloser
+		if stdout, err = f.cmd.StdoutPipe(); err == nil {
+			f.sc = bufio.NewScanner(stdout)
+			err = f.cmd.Start()
+		}
+	}
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("LuceneTool follow: %w", err)
+	}
+	line, err := f.next("open")
+	if err == nil {
+		kv, d := parseKV(line)
+		f.Opened = LuceneOpened{Dir: d, Kind: kv["kind"]}
+		f.Opened.Ms, err = kv.float("ms")
+		if err == nil {
+			f.Opened.Segments, err = kv.int("segments")
+		}
+		if err == nil {
+			f.Opened.Docs, err = kv.int64("docs")
+		}
+	}
+	if err == nil {
+		_, err = f.next("ready")
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// next returns the rest of the tool's next line, which must start with
+// word.
+func (f *LuceneFollower) next(word string) (string, error) {
+	if !f.sc.Scan() {
+		return "", fmt.Errorf("LuceneTool follow: ended before %q: %v\nstdout:\n%s\nstderr:\n%s", word, f.sc.Err(), indent(f.out.String()), indent(tail(f.stderr.String(), 8192)))
+	}
+	line := f.sc.Text()
+	f.out.WriteString(line + "\n")
+	w, rest, _ := strings.Cut(line, " ")
+	if w != word {
+		return "", fmt.Errorf("LuceneTool follow: %q where %q was due\nstdout:\n%s", line, word, indent(f.out.String()))
+	}
+	return rest, nil
+}
+
+// Reopen has the JVM call openIfChanged and search the reader.
+func (f *LuceneFollower) Reopen() (LuceneReopen, error) {
+	var r LuceneReopen
+	if _, err := io.WriteString(f.stdin, "reopen\n"); err != nil {
+		return r, fmt.Errorf("LuceneTool follow: %w", err)
+	}
+	line, err := f.next("reopen")
+	if err != nil {
+		return r, err
+	}
+	kv, _ := parseKV(line)
+	r.Changed = kv["changed"] == "true"
+	var errs [3]error
+	r.Segments, errs[0] = kv.int("segments")
+	r.Docs, errs[1] = kv.int64("docs")
+	r.Hits, errs[2] = kv.int64("hits")
+	if err := errors.Join(errs[:]...); err != nil {
+		return r, fmt.Errorf("LuceneTool follow: line %q: %w", line, err)
+	}
+	_, err = f.next("ready")
+	return r, err
+}
+
+// Close has the JVM close its reader and exit, and waits for it. Later
+// calls return the first's error.
+func (f *LuceneFollower) Close() error {
+	f.closed.Do(func() {
+		defer f.cancel()
+		io.WriteString(f.stdin, "quit\n")
+		f.stdin.Close()
+		for f.sc.Scan() {
+		}
+		if err := f.cmd.Wait(); err != nil {
+			f.err = fmt.Errorf("LuceneTool follow: %w\nstderr:\n%s", err, indent(tail(f.stderr.String(), 8192)))
+		}
+	})
+	return f.err
 }

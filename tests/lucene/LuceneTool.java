@@ -8,8 +8,10 @@
 //
 // Subcommands:
 //
-//   build DIR [--docs N] [--segments K] [--seed S] [--body-words W]
-//       Writes a new index into DIR: N documents flushed every N/K, so K
+//   build DIR [--docs N] [--segments K] [--seed S] [--body-words W] [--append]
+//       Writes a new index into DIR (with --append, a new commit of the
+//       index there: its segments kept, K new ones added, the old
+//       segments_N deleted as IndexWriter does): N documents flushed every N/K, so K
 //       segments, no merges (NoMergePolicy) and no compound files. Each
 //       document has stored fields, postings with positions and norms
 //       (text fields), points (IntPoint, LongPoint) and doc values
@@ -36,6 +38,14 @@
 //       (times in milliseconds; dir last, as it may hold spaces). Equal
 //       hits and digest mean equal results: the digest is a CRC-32 of
 //       every query's total hit count and the stored ids of its hits.
+//
+//   follow DIR --dir mmap|nio
+//       Opens DIR, prints its open line, then for each line on stdin
+//       ("quit" ends) calls DirectoryReader.openIfChanged, as a search
+//       engine's refresh does, searches the new reader (20 queries) and
+//       prints:
+//         reopen changed=true segments=4 docs=4000 hits=1234 dir=PATH
+//       and "ready" before each wait.
 //
 //   check DIR
 //       Runs CheckIndex on DIR (read-only: no write lock is taken) and
@@ -121,6 +131,9 @@ public class LuceneTool {
                 case "open":
                     open(a);
                     break;
+                case "follow":
+                    follow(a);
+                    break;
                 case "check":
                     System.exit(check(a) ? 0 : 1);
                     break;
@@ -155,7 +168,7 @@ public class LuceneTool {
     static class Args {
         final List<String> positional = new ArrayList<>();
         final java.util.Map<String, String> flags = new java.util.HashMap<>();
-        static final List<String> BOOLEAN = Arrays.asList("--concurrent", "--ready-wait");
+        static final List<String> BOOLEAN = Arrays.asList("--concurrent", "--ready-wait", "--append");
 
         Args(String[] args) throws UsageException {
             for (int i = 0; i < args.length; i++) {
@@ -248,7 +261,7 @@ public class LuceneTool {
         Random r = new Random(seed);
         long start = System.nanoTime();
         IndexWriterConfig cfg = new IndexWriterConfig(new StandardAnalyzer())
-                .setOpenMode(IndexWriterConfig.OpenMode.CREATE)
+                .setOpenMode(a.bool("--append") ? IndexWriterConfig.OpenMode.APPEND : IndexWriterConfig.OpenMode.CREATE)
                 .setMergePolicy(NoMergePolicy.INSTANCE)
                 .setUseCompoundFile(false)
                 // Segments are cut by the explicit flushes below only:
@@ -347,6 +360,41 @@ public class LuceneTool {
             throw new IOException("open " + p + ": " + e, e);
         }
         return new Opened(p, d, r, (System.nanoTime() - t0) / 1e6);
+    }
+
+    static void follow(Args a) throws Exception {
+        if (a.positional.size() != 1) {
+            throw new UsageException("follow takes one DIR");
+        }
+        String kind = a.str("--dir", "");
+        Opened o = openOne(kind, Paths.get(a.positional.get(0)));
+        DirectoryReader r = o.reader;
+        System.out.printf(Locale.ROOT, "open kind=%s ms=%.3f segments=%d docs=%d dir=%s%n",
+                kind, o.ms, r.leaves().size(), r.numDocs(), o.path);
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        try {
+            for (int round = 1; ; round++) {
+                System.out.println("ready");
+                System.out.flush();
+                String line = in.readLine();
+                if (line == null || line.equals("quit")) {
+                    return;
+                }
+                DirectoryReader next = DirectoryReader.openIfChanged(r);
+                boolean changed = next != null;
+                if (changed) {
+                    r.close();
+                    r = next;
+                }
+                Result res = search(r, 20, round);
+                System.out.printf(Locale.ROOT, "reopen changed=%b segments=%d docs=%d hits=%d dir=%s%n",
+                        changed, r.leaves().size(), r.numDocs(), res.hits, o.path);
+                System.out.flush();
+            }
+        } finally {
+            r.close();
+            o.dir.close();
+        }
     }
 
     static void open(Args a) throws Exception {
