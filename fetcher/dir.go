@@ -25,13 +25,13 @@ type DirStore struct {
 	src  Source
 	root *os.Root // the directory, opened once; confines every access
 
-	counters Counters // atomic
+	counters *Counters // atomic; Config.Counters or its own
 }
 
 var _ Store = (*DirStore)(nil)
 
 // openDir opens src.Dir, which must be an existing directory.
-func openDir(src Source, _ Config) (*DirStore, error) {
+func openDir(src Source, cfg Config) (*DirStore, error) {
 	fi, err := os.Stat(src.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)
@@ -43,7 +43,11 @@ func openDir(src Source, _ Config) (*DirStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)
 	}
-	return &DirStore{src: src, root: root}, nil
+	counters := cfg.Counters
+	if counters == nil {
+		counters = new(Counters)
+	}
+	return &DirStore{src: src, root: root, counters: counters}, nil
 }
 
 // List implements Store: a recursive walk that lists regular files only.
@@ -177,7 +181,7 @@ func sameFile(f *os.File, obj Object) error {
 }
 
 // Counters implements Store.
-func (d *DirStore) Counters() *Counters { return &d.counters }
+func (d *DirStore) Counters() *Counters { return d.counters }
 
 // String implements Store: the source URL.
 func (d *DirStore) String() string { return d.src.String() }

@@ -83,7 +83,7 @@ type S3Store struct {
 	// maxListKeys bounds List: defaultMaxListKeys (tests lower it).
 	maxListKeys int
 
-	counters Counters // atomic
+	counters *Counters // atomic; Config.Counters or its own
 }
 
 var _ Store = (*S3Store)(nil)
@@ -110,6 +110,10 @@ func newS3Store(ctx context.Context, src Source, cfg Config, optFns ...func(*s3.
 		endpoint:    cfg.Endpoint,
 		cfg:         cfg,
 		maxListKeys: defaultMaxListKeys,
+		counters:    cfg.Counters,
+	}
+	if s.counters == nil {
+		s.counters = new(Counters)
 	}
 	if src.Prefix != "" {
 		s.prefix = src.Prefix + "/"
@@ -468,7 +472,7 @@ func (s *S3Store) Stat(ctx context.Context, key string) (Object, error) {
 }
 
 // Counters implements Store.
-func (s *S3Store) Counters() *Counters { return &s.counters }
+func (s *S3Store) Counters() *Counters { return s.counters }
 
 // String implements Store: the source URL, without credentials.
 func (s *S3Store) String() string { return s.src.String() }

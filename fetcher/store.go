@@ -96,11 +96,11 @@ var (
 
 // Counters counts a store's remote requests. The zero value is ready.
 type Counters struct {
-	Gets       atomic.Int64 `stat:"gets"`      // ranged reads issued (each attempt counts)
-	GetBytes   atomic.Int64 `stat:"get_bytes"` // body bytes received by ranged reads
-	Retries    atomic.Int64 `stat:"retries"`   // ranged reads re-requested after a failure
-	Lists      atomic.Int64 `stat:"lists"`     // list pages requested
-	Stats      atomic.Int64 // stat (HEAD) requests
+	Gets       atomic.Int64 `stat:"gets"`        // ranged reads issued (each attempt counts)
+	GetBytes   atomic.Int64 `stat:"get_bytes"`   // body bytes received by ranged reads
+	Retries    atomic.Int64 `stat:"retries"`     // ranged reads re-requested after a failure
+	Lists      atomic.Int64 `stat:"lists"`       // list pages requested
+	Stats      atomic.Int64 `stat:"heads"`       // stat (HEAD) requests
 	Changed    atomic.Int64 `stat:"changed"`     // reads that found the object changed
 	ReadErrors atomic.Int64 `stat:"read_errors"` // ReadRange calls that returned an error
 
@@ -148,6 +148,10 @@ type Config struct {
 	MaxConns int
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
+	// Counters, when set, are where the store counts its requests,
+	// shared with another store (a shard's metadata prefix beside its
+	// data, counted as one source). Default: the store's own.
+	Counters *Counters
 }
 
 func (c Config) withDefaults() Config {

@@ -139,7 +139,13 @@ func openShard(ctx context.Context, src string, f layoutFlags, cfg fetcher.Confi
 	}
 	out := &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), shard: shard}
 	if o.Metadata == "" || o.Metadata == "newest" {
-		out.relist = shardLister(shard, func(ctx context.Context) (fetcher.Store, error) { return open(ctx, shard.MetadataPath) }, parallel, log)
+		// The metadata prefix's requests count with the data's: one
+		// source in /stats.
+		mdCfg := cfg
+		mdCfg.Counters = shard.Data.Counters()
+		out.relist = shardLister(shard, func(ctx context.Context) (fetcher.Store, error) {
+			return fetcher.Open(ctx, root+"/"+shard.MetadataPath, mdCfg)
+		}, parallel, log)
 	}
 	return out, nil
 }

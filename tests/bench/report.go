@@ -120,7 +120,9 @@ type Record struct {
 	// ended: the bench's own processes count, and so does other work.
 	LoadAfter string `json:"loadavg_1m_after,omitempty"`
 	Note      string `json:"note,omitempty"`
-	Error     string `json:"error,omitempty"`
+	// Refresh is a case 9 record's requests per refresh.
+	Refresh *RefreshCost `json:"refresh,omitempty"`
+	Error   string       `json:"error,omitempty"`
 }
 
 // Results is the whole JSON file.

@@ -11,10 +11,13 @@ package osremote
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -220,13 +223,18 @@ func ShardFiles(segments []string, gen int64, scale int64, seed uint64) (map[str
 	files := map[string][]byte{}
 	sizes := map[string]int64{".si": 400, ".fnm": 1500, ".fdm": 300, ".fdx": 900, ".tmd": 2000, ".tip": 5000,
 		".dvm": 700, ".nvm": 200, ".fdt": scale, ".tim": scale / 2, ".doc": scale / 3, ".pos": scale / 4, ".dvd": scale / 5, ".nvd": scale / 16}
-	i := uint64(0)
+	// A file's bytes are a function of the seed and its name alone, so
+	// that a segment is the same in every refresh that holds it, as a
+	// Lucene segment is immutable.
+	exts := slices.Sorted(maps.Keys(sizes))
 	for _, seg := range segments {
-		for ext, size := range sizes {
-			i++
+		for _, ext := range exts {
+			size := sizes[ext]
 			name := seg + ext
 			size = max(size, lucenegen.GeneratedMinSize(name))
-			data, err := lucenegen.GenerateFile(name, size, seed*1000+i+uint64(len(seg))*31)
+			h := fnv.New64a()
+			h.Write([]byte(name))
+			data, err := lucenegen.GenerateFile(name, size, seed*1000+h.Sum64())
 			if err != nil {
 				return nil, err
 			}
