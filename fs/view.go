@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"maps"
 	"path"
 	"slices"
@@ -25,6 +26,10 @@ type Change struct {
 	Added   []entry.Entry
 	Changed []entry.Entry
 	Removed []string
+	// Hidden counts the listing's entries the tree does not show
+	// (Shown): unusable names, names of directories. Warned of at mount;
+	// a refresh, which may run every second, only counts them.
+	Hidden int
 }
 
 // Empty reports whether the change leaves the tree as it is.
@@ -95,11 +100,20 @@ func (r *Root) Refresh(entries []entry.Entry) Change {
 // directories whose files changed get a new model for the prefetch
 // policies (reader.Dirs), as a new index would.
 func (r *Root) RefreshKeeping(entries []entry.Entry, keep time.Duration, now time.Time) (Change, time.Time) {
-	shown := Shown(entries, r.log)
+	shown := Shown(entries, quiet)
 	c, next := r.apply(shown, keep, now)
+	c.Hidden = len(entries) - len(shown)
 	r.stats.Refreshes.Add(1)
 	r.stats.ViewListed.Store(now.UnixNano())
 	return c, next
+}
+
+// Listed returns the last listing applied (Entries without the names
+// kept for a grace).
+func (r *Root) Listed() []entry.Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.listed
 }
 
 // Expire removes the kept names whose time is up at now, and returns
@@ -239,6 +253,9 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 	}
 	return c, next
 }
+
+// quiet is the logger of what a refresh would warn of at every interval.
+var quiet = slog.New(slog.DiscardHandler)
 
 // isCommit reports whether name is a Lucene commit point: what a reader
 // opens first, so it must not appear before the files it names.

@@ -514,3 +514,50 @@ func (rt *rangeTier) deferFills(fills []prefetch.Fill) bool {
 	}
 	return true
 }
+
+// PrefetchOpen fetches into the range tier what opening the index of
+// entries reads (the Seen plans' ranges, as if its directory were first
+// seen, with no fills), and waits until those fetches end or ctx does.
+// A refresh calls it before a new commit shows, so that an engine that
+// finds the commit's segments_N opens it from memory. Blocks already
+// held, cached or in flight cost nothing more. It returns ctx's error
+// if ctx ended first; the fetches go on.
+func (r *Reader) PrefetchOpen(ctx context.Context, entries []Entry) error {
+	if !r.cfg.SegmentPrefetch {
+		return nil
+	}
+	dirs, _ := Dirs(entries)
+	var ranges []prefetch.Range
+	for _, d := range dirs {
+		for _, p := range r.policies {
+			plan := p.Seen(d.d, r.cfg.PartSize)
+			r.runPlanOf(prefetch.Plan{Ranges: plan.Ranges}, true)
+			ranges = append(ranges, plan.Ranges...)
+		}
+	}
+	return r.rtier.waitRanges(ctx, ranges)
+}
+
+// waitRanges waits until no block of ranges is being fetched, or ctx ends.
+func (rt *rangeTier) waitRanges(ctx context.Context, ranges []prefetch.Range) error {
+	for _, rg := range ranges {
+		end := min(rg.Off+rg.Len, rg.Obj.Size)
+		if rg.Off < 0 || rg.Off >= end {
+			continue
+		}
+		for b := rg.Off / RangeBlock; b <= (end-1)/RangeBlock; b++ {
+			rt.mu.Lock()
+			f := rt.fetching[keyOfPart(rg.Obj, b)]
+			rt.mu.Unlock()
+			if f == nil {
+				continue
+			}
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}

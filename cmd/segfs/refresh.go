@@ -14,6 +14,10 @@ import (
 	"github.com/segfs/segfs/reader"
 )
 
+// refreshPrefetchWait bounds how long a new commit of an index waits
+// for its open's ranges before it shows.
+const refreshPrefetchWait = 2 * time.Second
+
 // refresher keeps a mount's view following its store: at every
 // --refresh interval, and at once on SIGHUP, it lists the store again and
 // changes the tree in one step (fs.Root.Refresh). One refresh runs at a
@@ -175,6 +179,17 @@ func (r *refresher) refresh(ctx context.Context) (time.Time, bool) {
 		r.failing = false
 	}
 	r.eng.relisted(keys)
+	if r.index && !segfs.Diff(r.root.Listed(), segfs.Shown(entries, slog.New(slog.DiscardHandler))).Empty() {
+		// A new commit: what opening it reads first, so that an engine
+		// that finds its segments_N opens it from memory; bounded, so
+		// that a slow store does not hold the view back for long.
+		pctx, cancel := context.WithTimeout(ctx, refreshPrefetchWait)
+		err := r.rd.PrefetchOpen(pctx, entries)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			r.log.Info("a new commit shows before all of its open's ranges are fetched", "waited", refreshPrefetchWait)
+		}
+	}
 	c, next := r.root.RefreshKeeping(entries, r.keep, time.Now())
 	took := time.Since(start).Round(time.Millisecond)
 	if c.Empty() {
@@ -188,6 +203,6 @@ func (r *refresher) refresh(ctx context.Context) (time.Time, bool) {
 		r.root.Seen() // a new commit of the index: its open's ranges now
 	}
 	r.log.Info("refreshed", "added", len(c.Added), "changed", len(c.Changed), "removed", len(c.Removed),
-		"kept", r.root.Stats().FilesKept.Load(), "files", len(r.root.Entries()), "took", took)
+		"kept", r.root.Stats().FilesKept.Load(), "files", len(r.root.Entries()), "hidden", c.Hidden, "took", took)
 	return next, true
 }

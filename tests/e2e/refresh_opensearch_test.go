@@ -105,11 +105,22 @@ func TestOpenSearchRefreshFollowsTheShard(t *testing.T) {
 	mu.Unlock()
 
 	var atMerge map[string]int64
+	prev := files3
 	for _, step := range []struct {
 		gen   int64
 		files map[string][]byte
 	}{{4, files4}, {5, files5}} {
-		before := harness.MustStats(t, m)["refreshes"]
+		st := harness.MustStats(t, m)
+		before := st["refreshes"]
+		// The new files are small: the range tier takes each whole
+		// (head and tail meet), before the commit shows.
+		var fresh int64
+		for n, data := range step.files {
+			if _, ok := prev[n]; !ok && !strings.HasPrefix(n, "segments_") {
+				fresh += int64(len(data))
+			}
+		}
+		prev = step.files
 		if _, err := r.Upload(step.files, 1, step.gen); err != nil {
 			t.Fatal(err)
 		}
@@ -118,6 +129,9 @@ func TestOpenSearchRefreshFollowsTheShard(t *testing.T) {
 		atMerge = s
 		if n := s["refreshes"] - before; n > 2 {
 			t.Errorf("%s showed after %d refreshes, want at most 2", seg, n)
+		}
+		if got := s["range_tier_bytes"] - st["range_tier_bytes"]; got < fresh {
+			t.Errorf("when %s showed, the range tier had fetched %d bytes of the commit's %d new; want its open prefetched first", seg, got, fresh)
 		}
 		for n, data := range step.files {
 			if strings.HasPrefix(n, "segments_") {
