@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -165,5 +166,91 @@ func TestResolveRefusesImpossibleListedSizes(t *testing.T) {
 				t.Errorf("resolve: %v; want it to name %s and its listed size %d", err, c.file, c.size)
 			}
 		})
+	}
+}
+
+// Newer finds nothing new while the newest metadata file is the one
+// resolved; a newer one is resolved with one HEAD per blob the shard did
+// not show (hashed paths included: the metadata prefix is the shard's
+// own); a newer one naming a blob that is gone is a Problem.
+func TestNewerMetadata(t *testing.T) {
+	o := osremote.Options{Base: "b", IndexUUID: "idx", Shard: 1, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1, Version: 2, Seed: 3}
+	root, open, _ := dirRepo(t, o)
+	q := layout.OpenSearch{IndexUUID: "idx", Shard: 1, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1}
+	ctx := context.Background()
+	cur, err := q.Resolve(ctx, open, "b", quiet)
+	if err != nil || cur.Err() != nil {
+		t.Fatalf("resolve: %v, %v", err, cur.Err())
+	}
+	md, err := open(ctx, cur.MetadataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next, err := layout.Newer(ctx, md, cur, 4); err != nil || next != nil {
+		t.Fatalf("Newer with no newer metadata file: %v, %v; want nothing", next, err)
+	}
+
+	r := osremote.New(osremote.DirPut(root), o)
+	files, err := osremote.ShardFiles([]string{"_0", "_1", "_2"}, 5, 50<<10, o.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Upload(files, 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	heads := cur.Data.Counters().Stats.Load()
+	next, err := layout.Newer(ctx, md, cur, 4)
+	if err != nil || next == nil || next.Err() != nil {
+		t.Fatalf("Newer after a new refresh: %v, %v", next, err)
+	}
+	if next.Metadata.Generation != 5 || len(next.Entries) != len(files) {
+		t.Errorf("the newer shard: generation %d with %d entries; want 5 with %d", next.Metadata.Generation, len(next.Entries), len(files))
+	}
+	// One HEAD per blob of the metadata (segments_N's too) that cur did
+	// not show; none for those it did.
+	shown := map[string]bool{}
+	for _, e := range cur.Entries {
+		shown[e.Obj.Key] = true
+	}
+	var want int64
+	for _, f := range next.Metadata.Files {
+		if !shown[f.Uploaded] {
+			want++
+		}
+	}
+	if want == int64(len(next.Metadata.Files)) {
+		t.Fatalf("the newer refresh shares no blob with the first: the test checks nothing known")
+	}
+	if got := cur.Data.Counters().Stats.Load() - heads; got != want {
+		t.Errorf("Newer asked for %d blobs, want %d (one per blob the view did not show)", got, want)
+	}
+	if again, err := layout.Newer(ctx, md, next, 4); err != nil || again != nil {
+		t.Errorf("Newer of the newer shard: %v, %v; want nothing", again, err)
+	}
+
+	files, err = osremote.ShardFiles([]string{"_0", "_1", "_2", "_3"}, 6, 50<<10, o.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := r.Upload(files, 1, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim string
+	for n, blob := range ref.Blobs {
+		if strings.HasPrefix(n, "_3.") {
+			victim = blob
+			break
+		}
+	}
+	if err := os.Remove(filepath.Join(root, victim)); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := layout.Newer(ctx, md, next, 4)
+	if err != nil || bad == nil || bad.Err() == nil || !errors.Is(bad.Err(), layout.ErrLayout) {
+		t.Fatalf("Newer with a blob gone: %v, err %v; want a shard whose Err names it", bad, err)
+	}
+	if !strings.Contains(bad.Err().Error(), path.Base(victim)) {
+		t.Errorf("the problem %q does not name the blob %s", bad.Err(), path.Base(victim))
 	}
 }
