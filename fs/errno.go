@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/segfs/segfs/fetcher"
@@ -14,6 +15,15 @@ import (
 // returns to the application, and logs it once. It is the only place where
 // errors become errnos.
 func toErrno(log *slog.Logger, op string, key string, err error) syscall.Errno {
+	return toErrnoOnce(log, op, key, err, nil)
+}
+
+// toErrnoOnce is toErrno for the reads of one file: once, when not nil,
+// records that the file's object was found changed or gone from the
+// store, and only the first such read is logged at warn (the others at
+// debug): a reader of a file whose blob the writer deleted fails every
+// uncached read alike, and a log line each would bury the others.
+func toErrnoOnce(log *slog.Logger, op string, key string, err error, once *atomic.Bool) syscall.Errno {
 	if err == nil {
 		return 0
 	}
@@ -37,8 +47,13 @@ func toErrno(log *slog.Logger, op string, key string, err error) syscall.Errno {
 		errno = syscall.EIO
 	}
 	var logged reader.LoggedError
-	if errors.As(err, &logged) {
+	if errors.As(err, &logged) || errno == syscall.ESTALE && once != nil && once.Swap(true) {
 		log.Debug("read failed", "op", op, "key", key, "errno", errno.Error(), "err", err)
+		return errno
+	}
+	if errno == syscall.ESTALE && once != nil {
+		log.Warn("read failed: the store no longer holds this version of the file; its reads of bytes not cached fail alike (logged once per file, counted in stale_reads)",
+			"op", op, "key", key, "errno", errno.Error(), "err", err)
 		return errno
 	}
 	log.Warn("read failed", "op", op, "key", key, "errno", errno.Error(), "err", err)

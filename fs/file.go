@@ -30,6 +30,8 @@ type fileNode struct {
 	log    *slog.Logger
 	attr   *Attr // the tree's owner and modes
 
+	stale atomic.Bool // a read found the object changed or gone (toErrnoOnce)
+
 	// Guarded by mu: the node's place in its directory, for the prefetch
 	// policies (a Refresh that changes the directory moves it), and how
 	// the open handles read. The kernel refuses an open
@@ -224,7 +226,11 @@ func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 	}
 	data, release, err := h.rh.Read(ctx, dest, off)
 	if err != nil {
-		return nil, toErrno(f.log, "read", f.entry.Obj.Key, err)
+		errno := toErrnoOnce(f.log, "read", f.entry.Obj.Key, err, &f.stale)
+		if errno == syscall.ESTALE {
+			f.stats.StaleReads.Add(1)
+		}
+		return nil, errno
 	}
 	if release != nil {
 		return &partReply{data: data, release: release}, 0

@@ -5,7 +5,8 @@ import "sync/atomic"
 // Stats are the FUSE edge's counters; the tag is the name in /stats
 // (package stats).
 type Stats struct {
-	PageDrops atomic.Int64 `stat:"page_cache_drops"` // files read whole whose pages the kernel was told to drop
+	PageDrops  atomic.Int64 `stat:"page_cache_drops"` // files read whole whose pages the kernel was told to drop
+	StaleReads atomic.Int64 `stat:"stale_reads"`      // reads failed with ESTALE: the object changed or gone from the store
 
 	// The view's refreshes (Root.Refresh; a failed listing changes
 	// nothing and is counted by whoever listed).

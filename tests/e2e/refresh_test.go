@@ -93,6 +93,17 @@ func TestRefreshFollowsTheStore(t *testing.T) {
 	if !errors.Is(err, syscall.ESTALE) {
 		t.Errorf("the held handle's uncached part of the overwritten object: %v, want ESTALE", err)
 	}
+	// Each such read fails alike and is counted (each FUSE read: the
+	// kernel's readahead sends some of its own); the file is logged once.
+	if _, err := held.ReadAt(got, part+10); !errors.Is(err, syscall.ESTALE) {
+		t.Errorf("a second uncached part: %v, want ESTALE", err)
+	}
+	if n := harness.MustStats(t, m)["stale_reads"]; n < 2 {
+		t.Errorf("stale_reads = %d after two failed reads, want at least 2", n)
+	}
+	if n := strings.Count(m.Log(), "the store no longer holds this version of the file"); n != 1 {
+		t.Errorf("the stale file is logged %d times at warn, want once", n)
+	}
 }
 
 // TestRefreshOnSIGHUP: without --refresh the view stays as mounted until
