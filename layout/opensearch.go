@@ -130,16 +130,9 @@ func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, mdStore, err)
 	}
-	if err := checkReadSize(obj.Size); err != nil {
-		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
-	}
-	raw := make([]byte, obj.Size)
-	if err := mdStore.ReadRange(ctx, obj, 0, raw); err != nil {
-		return nil, fmt.Errorf("read metadata file %s: %w", name, err)
-	}
-	md, err := ParseMetadata(raw)
+	md, err := readMetadata(ctx, mdStore, name, obj)
 	if err != nil {
-		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
+		return nil, err
 	}
 	data, err := open(ctx, dataPath)
 	if err != nil {
@@ -156,6 +149,23 @@ func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *
 	log.Info("shard resolved", "index_uuid", o.IndexUUID, "shard", o.Shard, "path_type", o.PathType.String(),
 		"metadata", name, "version", md.Version, "files", len(entries), "generation", md.Generation)
 	return &Shard{Data: data, Entries: entries, Problems: problems, MetadataFile: name, Metadata: md, DataPath: dataPath, MetadataPath: mdPath}, nil
+}
+
+// readMetadata reads and parses the metadata file name (obj in mdStore),
+// refusing a listed size it would not allocate.
+func readMetadata(ctx context.Context, mdStore fetcher.Store, name string, obj fetcher.Object) (*Metadata, error) {
+	if err := checkReadSize(obj.Size); err != nil {
+		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
+	}
+	raw := make([]byte, obj.Size)
+	if err := mdStore.ReadRange(ctx, obj, 0, raw); err != nil {
+		return nil, fmt.Errorf("read metadata file %s: %w", name, err)
+	}
+	md, err := ParseMetadata(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
+	}
+	return md, nil
 }
 
 // pickMetadata returns the metadata file to mount from a listing of the
@@ -304,16 +314,9 @@ func Newer(ctx context.Context, mdStore fetcher.Store, cur *Shard, parallel int)
 	if name == cur.MetadataFile {
 		return nil, nil
 	}
-	if err := checkReadSize(obj.Size); err != nil {
-		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
-	}
-	raw := make([]byte, obj.Size)
-	if err := mdStore.ReadRange(ctx, obj, 0, raw); err != nil {
-		return nil, fmt.Errorf("read metadata file %s: %w", name, err)
-	}
-	md, err := ParseMetadata(raw)
+	md, err := readMetadata(ctx, mdStore, name, obj)
 	if err != nil {
-		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
+		return nil, err
 	}
 	known := make(map[string]fetcher.Object, len(cur.Entries))
 	for _, e := range cur.Entries {
