@@ -61,8 +61,9 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 	if cfg.AllowOther && cfg.AllowRoot {
 		return nil, fmt.Errorf("mount %s: allow_other and allow_root exclude each other", mountpoint)
 	}
-	// The tree never changes while mounted, so the kernel may keep entries
-	// and attributes for long. Under allow_root it keeps none: it answers
+	// A node never changes (a refresh gives a changed name a new node and
+	// invalidates the kernel's entry of each name it changes), so the
+	// kernel may keep entries and attributes for long. Under allow_root it keeps none: it answers
 	// from them without asking segfs, whoever asks (see ownerAndRoot).
 	ttl := time.Hour
 	if cfg.AllowRoot {

@@ -37,6 +37,8 @@ type Root struct {
 	ino    uint64          // the last inode number given
 	listed []entry.Entry   // the last listing applied (entries holds it and the kept names)
 	kept   map[string]kept // names a newer listing dropped, shown for a grace (RefreshKeeping)
+
+	afterNotify func() // test hook: run between a refresh's notes and its reconcile; nil in production
 }
 
 var _ = (gofs.NodeOnAdder)((*Root)(nil))

@@ -184,32 +184,23 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 		touched[dirOf(name)] = true
 	}
 	var notes []func() syscall.Errno
-	vdirs, places := reader.Dirs(visible)
-	ctx := context.Background()
+	// The prefetch model holds the listing's files: the kept ones are a
+	// commit's that readers are leaving, not one to open.
+	vdirs, placeAt := r.model(shown)
 	// New and changed names, each commit point (segments_N) last.
 	add := func(commits bool) {
-		for i, e := range visible {
-			if !fresh[e.Name] || isCommit(e.Name) != commits {
-				continue
-			}
-			dir, base := path.Split(e.Name)
-			parent, moved := r.dirInode(dir, true)
-			notes = append(notes, moved...)
-			node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr, place: places[i]}
-			prev := parent.GetChild(base)
-			parent.AddChild(base, parent.NewPersistentInode(ctx, node, r.nextAttr(fuse.S_IFREG)), true)
-			if prev != nil {
-				prev.ForgetPersistent()
-				notes = append(notes, func() syscall.Errno { return parent.NotifyEntry(base) })
+		for _, e := range visible {
+			if fresh[e.Name] && isCommit(e.Name) == commits {
+				notes = append(notes, r.putFileLocked(e, placeAt[e.Name])...)
 			}
 		}
 	}
 	add(false)
 	add(true)
-	for i, e := range visible {
+	for _, e := range visible {
 		if !fresh[e.Name] && touched[dirOf(e.Name)] {
 			if n := r.fileNodeAt(e.Name); n != nil {
-				n.setPlace(places[i])
+				n.setPlace(placeAt[e.Name])
 			}
 		}
 	}
@@ -226,9 +217,7 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 		if _, ok := child.Operations().(*fileNode); !ok {
 			continue // a directory of the new listing took the name
 		}
-		parent.RmChild(base)
-		child.ForgetPersistent() // dropped once the kernel forgets it
-		notes = append(notes, func() syscall.Errno { return parent.NotifyDelete(base, child) })
+		notes = append(notes, removeLocked(parent, base, child))
 		notes = append(notes, r.pruneEmpty(parent, dir)...)
 	}
 	for dir := range touched {
@@ -245,13 +234,126 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 	r.stats.FilesAdded.Add(int64(len(c.Added)))
 	r.stats.FilesChanged.Add(int64(len(c.Changed)))
 	r.stats.FilesRemoved.Add(int64(len(c.Removed)))
-	for _, note := range notes {
-		// ENOENT: the kernel held no entry for the name; nothing to drop.
-		if errno := note(); errno != 0 && errno != syscall.ENOENT {
-			r.log.Debug("kernel entry of a changed name not invalidated", "err", errno)
-		}
+	r.notify(notes)
+	if r.afterNotify != nil {
+		r.afterNotify()
+	}
+	// A lookup in flight during the change may have put an old node back:
+	// go-fuse records the child a Lookup returned in its parent after the
+	// handler, with no lock of this tree. The notifications above took
+	// each changed directory's lock in the kernel, so every such lookup
+	// has ended; what it put back is taken out again here.
+	r.mu.Lock()
+	fixes := r.reconcileLocked(touched, visible)
+	r.mu.Unlock()
+	if len(fixes) > 0 {
+		r.log.Debug("names a lookup put back during a refresh taken out again", "count", len(fixes))
+		r.notify(fixes)
 	}
 	return c, next
+}
+
+// notify sends the kernel's notes, with no lock held.
+func (r *Root) notify(notes []func() syscall.Errno) {
+	for _, note := range notes {
+		// ENOENT: the kernel held no entry for the name, nothing to drop;
+		// ENOSYS: not mounted.
+		if errno := note(); errno != 0 && errno != syscall.ENOENT && errno != syscall.ENOSYS {
+			r.log.Warn("the kernel's entry of a changed name was not invalidated: it may show the old one until its timeout", "err", errno)
+		}
+	}
+}
+
+// model builds the prefetch policies' model of the files of a listing:
+// the directories, and each file's place by name.
+func (r *Root) model(files []entry.Entry) (map[string]reader.Dir, map[string]reader.Place) {
+	dirs, places := reader.Dirs(files)
+	at := make(map[string]reader.Place, len(files))
+	for i, e := range files {
+		at[e.Name] = places[i]
+	}
+	return dirs, at
+}
+
+// putFileLocked shows e at its name with a new node, in place of what
+// the name held, and returns the kernel's notes. r.mu must be held.
+func (r *Root) putFileLocked(e entry.Entry, place reader.Place) []func() syscall.Errno {
+	dir, base := path.Split(e.Name)
+	parent, notes := r.dirInode(dir, true)
+	node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr, place: place}
+	prev := parent.GetChild(base)
+	parent.AddChild(base, parent.NewPersistentInode(context.Background(), node, r.nextAttr(fuse.S_IFREG)), true)
+	if prev != nil {
+		forgetTree(prev) // a directory that a file replaces goes whole
+		notes = append(notes, func() syscall.Errno { return parent.NotifyEntry(base) })
+	}
+	return notes
+}
+
+// removeLocked takes child, at name in parent, out of the tree, and
+// returns the kernel's note. The node and its subtree are no longer
+// persistent: go-fuse drops them once the kernel forgets them, and a
+// handle open on one keeps reading its version until it closes.
+func removeLocked(parent *gofs.Inode, name string, child *gofs.Inode) func() syscall.Errno {
+	parent.RmChild(name)
+	forgetTree(child)
+	return func() syscall.Errno { return parent.NotifyDelete(name, child) }
+}
+
+// forgetTree makes in and every node below it non-persistent.
+func forgetTree(in *gofs.Inode) {
+	for _, child := range in.Children() {
+		forgetTree(child)
+	}
+	in.ForgetPersistent()
+}
+
+// reconcileLocked makes the directories dirs of the tree hold exactly
+// visible's files there, each at its version, and the directories
+// visible implies, and returns the kernel's notes of what it changed.
+// r.mu must be held.
+func (r *Root) reconcileLocked(dirs map[string]bool, visible []entry.Entry) []func() syscall.Errno {
+	want := make(map[string]entry.Entry, len(visible))
+	for _, e := range visible {
+		want[e.Name] = e
+	}
+	wantDirs := dirSet(visible)
+	var notes []func() syscall.Errno
+	var check func(in *gofs.Inode, dir string)
+	check = func(in *gofs.Inode, dir string) {
+		for name, child := range in.Children() {
+			full := dir + name
+			switch n := child.Operations().(type) {
+			case *fileNode:
+				e, ok := want[full]
+				switch {
+				case !ok:
+					notes = append(notes, removeLocked(in, name, child))
+				case !sameVersion(n.entry, e):
+					notes = append(notes, r.putFileLocked(e, n.placeOf())...)
+				}
+			case *dirNode:
+				if !wantDirs[full] {
+					notes = append(notes, removeLocked(in, name, child))
+				}
+			}
+		}
+	}
+	checked := make(map[string]bool)
+	for dir := range dirs {
+		// A pruned directory's parent, and each one above it, may have
+		// had it put back.
+		for d := dir; !checked[d]; d = dirOf(strings.TrimSuffix(d, "/")) {
+			checked[d] = true
+			if in, _ := r.dirInode(d, false); in != nil {
+				check(in, d)
+			}
+			if d == "" {
+				break
+			}
+		}
+	}
+	return notes
 }
 
 // quiet is the logger of what a refresh would warn of at every interval.
@@ -287,10 +389,7 @@ func (r *Root) dirInode(dir string, create bool) (*gofs.Inode, []func() syscall.
 			if !create {
 				return nil, notes
 			}
-			parent, file := in, child
-			in.RmChild(name)
-			file.ForgetPersistent()
-			notes = append(notes, func() syscall.Errno { return parent.NotifyDelete(name, file) })
+			notes = append(notes, removeLocked(in, name, child))
 			child = nil
 		}
 		if child == nil {
@@ -332,10 +431,7 @@ func (r *Root) pruneEmpty(in *gofs.Inode, dir string) []func() syscall.Errno {
 		if parent == nil {
 			break
 		}
-		child := in
-		parent.RmChild(base)
-		child.ForgetPersistent()
-		notes = append(notes, func() syscall.Errno { return parent.NotifyDelete(base, child) })
+		notes = append(notes, removeLocked(parent, base, in))
 		in, dir = parent, parentDir
 	}
 	return notes

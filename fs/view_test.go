@@ -191,3 +191,41 @@ func TestRefreshKeepsRemovedNames(t *testing.T) {
 		t.Errorf("files_kept = %d after the grace, want 0", n)
 	}
 }
+
+// A lookup in flight during a refresh may put back the node it found
+// (go-fuse records a Lookup's child in its parent after the handler):
+// the refresh takes out again what was put back. Here the old node of a
+// changed name; go-fuse itself drops a removed node the kernel never
+// looked up, so a removed name put back is checked on reconcileLocked
+// alone below.
+func TestRefreshUndoesALookupsPutBack(t *testing.T) {
+	old := []entry.Entry{ent("d/gone", `"1"`, 1), ent("d/kept", `"1"`, 1), ent("changed", `"1"`, 1)}
+	root := NewRoot(old, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
+	gofs.NewNodeFS(root, &gofs.Options{RootStableAttr: &gofs.StableAttr{Ino: RootIno}})
+	before := treeOf(root)
+	root.afterNotify = func() {
+		// As go-fuse's bookkeeping after a Lookup that found the old node.
+		root.AddChild("changed", before["/changed"], true)
+	}
+	root.Refresh([]entry.Entry{ent("d/kept", `"1"`, 1), ent("changed", `"2"`, 1)})
+	after := treeOf(root)
+	if n := after["/changed"]; n == nil || n == before["/changed"] || n.Operations().(*fileNode).entry.Obj.ETag != `"2"` {
+		t.Errorf("a changed name put back to its old node by a lookup does not show the new version")
+	}
+	if after["/d/kept"] != before["/d/kept"] {
+		t.Errorf("the kept file got a new node")
+	}
+
+	// reconcileLocked on a tree that holds names the listing lacks: a
+	// file, and a directory with a file in it.
+	root = NewRoot([]entry.Entry{ent("d/gone", `"1"`, 1), ent("e/x", `"1"`, 1), ent("d/kept", `"1"`, 1)}, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
+	gofs.NewNodeFS(root, &gofs.Options{RootStableAttr: &gofs.StableAttr{Ino: RootIno}})
+	root.mu.Lock()
+	notes := root.reconcileLocked(map[string]bool{"d/": true}, []entry.Entry{ent("d/kept", `"1"`, 1)})
+	root.mu.Unlock()
+	after = treeOf(root)
+	if after["/d/gone"] != nil || after["/e"] != nil || after["/d/kept"] == nil || len(notes) != 2 {
+		t.Errorf("reconcile: gone %v, e %v, kept %v, %d notes; want gone and e out, kept in, 2 notes",
+			after["/d/gone"] != nil, after["/e"] != nil, after["/d/kept"] != nil, len(notes))
+	}
+}

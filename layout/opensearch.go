@@ -346,11 +346,15 @@ func statBlobs(ctx context.Context, data fetcher.Store, files []FileEntry, known
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
+	var unknown []FileEntry
 	for _, f := range files {
 		if b, ok := known[f.Uploaded]; ok && (f.Length < 0 || b.Size == f.Length) {
-			blobs = append(blobs, b)
+			blobs = append(blobs, b) // before any HEAD runs: no lock needed
 			continue
 		}
+		unknown = append(unknown, f)
+	}
+	for _, f := range unknown {
 		g.Go(func() error {
 			b, err := data.Stat(gctx, f.Uploaded)
 			switch {

@@ -70,11 +70,14 @@ func newEngine(cfg engineConfig, log *slog.Logger) (*engine, error) {
 	return e, nil
 }
 
-// relisted moves the memory bound to a new listing of keys keys (a
-// refresh of the view): the tree and the cache's index grow and shrink
-// with it. It is called by one goroutine at a time.
+// relisted raises the memory bound to a new listing of keys keys (a
+// refresh of the view): the tree and the cache's index grow with it. It
+// never lowers it while the engine runs: the names kept for a grace, the
+// nodes the kernel still holds and the cache index's parts of old
+// versions outlive the listing that dropped them. It is called by one
+// goroutine at a time.
 func (e *engine) relisted(keys int) {
-	if keys == e.cfg.keys {
+	if keys <= e.cfg.keys {
 		return
 	}
 	e.cfg.keys = keys
