@@ -86,7 +86,8 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 			AllowOther:   cfg.AllowOther || cfg.AllowRoot,
 			// With no attributes cached (allow_root), the automatic
 			// invalidation would have the kernel ask for them before
-			// every read; a node's bytes never change (a refresh gives a changed name a new node), so nothing is lost.
+			// every read; a node's bytes never change (a refresh gives a
+			// changed name a new node), so nothing is lost.
 			ExplicitDataCacheControl: cfg.AllowRoot,
 		},
 	}
