@@ -24,19 +24,21 @@ type Root struct {
 	dirNode
 
 	// Constant after construction.
-	reader *reader.Reader
-	log    *slog.Logger
-	attr   Attr // every node points to it
-	stats  Stats
+	mountTime time.Time // every directory's time until a refresh changes it
+	reader    *reader.Reader
+	log       *slog.Logger
+	attr      Attr // every node points to it
+	stats     Stats
 
 	entries atomic.Pointer[[]entry.Entry] // the files shown, in listing order; replaced whole by Refresh
 
 	// mu serialises the changes of the tree (OnAdd, Refresh) and guards
 	// the rest.
-	mu     sync.Mutex
-	ino    uint64          // the last inode number given
-	listed []entry.Entry   // the last listing applied (entries holds it and the kept names)
-	kept   map[string]kept // names a newer listing dropped, shown for a grace (RefreshKeeping)
+	mu      sync.Mutex
+	ino     uint64          // the last inode number given
+	changed time.Time       // the time of the change being made: a new directory's
+	listed  []entry.Entry   // the last listing applied (entries holds it and the kept names)
+	kept    map[string]kept // names a newer listing dropped, shown for a grace (RefreshKeeping)
 
 	afterNotify func() // test hook: run between a refresh's notes and its reconcile; nil in production
 }
@@ -71,12 +73,15 @@ func NewRoot(entries []entry.Entry, rd *reader.Reader, attr Attr, log *slog.Logg
 	}
 	attr.FileMode &= 0o555
 	attr.DirMode &= 0o555
+	now := time.Now()
 	r := &Root{
-		dirNode: dirNode{mtime: time.Now()},
-		reader:  rd,
-		log:     log,
-		attr:    attr,
-		ino:     RootIno,
+		dirNode:   dirNode{mtime: now},
+		mountTime: now,
+		changed:   now,
+		reader:    rd,
+		log:       log,
+		attr:      attr,
+		ino:       RootIno,
 	}
 	shown := Shown(entries, log)
 	r.entries.Store(&shown)
@@ -154,7 +159,7 @@ func (r *Root) OnAdd(ctx context.Context) {
 			}
 			child := parent.GetChild(name)
 			if child == nil {
-				child = parent.NewPersistentInode(ctx, &dirNode{mtime: r.mtime, attr: &r.attr}, next(fuse.S_IFDIR))
+				child = parent.NewPersistentInode(ctx, &dirNode{mtime: r.mountTime, attr: &r.attr}, next(fuse.S_IFDIR))
 				parent.AddChild(name, child, false)
 			}
 			parent = child
@@ -204,12 +209,12 @@ type dirNode struct {
 	gofs.Inode
 
 	// Constant.
-	mtime time.Time // the mount time
-	attr  *Attr     // the tree's owner and modes
+	attr *Attr // the tree's owner and modes
 
 	// Guarded by mu: set when the tree is built, and by a Refresh that
 	// changes the directory's files.
 	mu     sync.Mutex
+	mtime  time.Time      // the mount time, or the last refresh that changed its entries
 	dir    reader.Dir     // the directory's files, for the prefetch policies
 	reader *reader.Reader // told when the directory is first looked up or listed; nil if it holds no file to prefetch
 }
@@ -286,7 +291,10 @@ func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 	out.Mode = fuse.S_IFDIR | d.attr.DirMode
 	out.Uid, out.Gid = d.attr.UID, d.attr.GID
 	out.Nlink = 2
-	out.SetTimes(nil, &d.mtime, &d.mtime)
+	d.mu.Lock()
+	mtime := d.mtime
+	d.mu.Unlock()
+	out.SetTimes(nil, &mtime, &mtime)
 	return 0
 }
 

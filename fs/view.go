@@ -136,6 +136,7 @@ type kept struct {
 // leaving the listing are kept until keep after now.
 func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Change, time.Time) {
 	r.mu.Lock()
+	r.changed = now
 	old := *r.entries.Load()
 	listedNames := make(map[string]bool, len(shown))
 	for _, e := range shown {
@@ -225,6 +226,12 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 			if dn := dirNodeOf(in); dn != nil {
 				d, ok := vdirs[dir]
 				dn.setDir(d, ok, r.reader)
+				// Its entries changed: its time is now's, and the
+				// kernel's attributes of it go.
+				dn.mu.Lock()
+				dn.mtime = now
+				dn.mu.Unlock()
+				notes = append(notes, func() syscall.Errno { return in.NotifyContent(0, 0) })
 			}
 		}
 	}
@@ -396,7 +403,7 @@ func (r *Root) dirInode(dir string, create bool) (*gofs.Inode, []func() syscall.
 			if !create {
 				return nil, notes
 			}
-			child = in.NewPersistentInode(context.Background(), &dirNode{mtime: r.mtime, attr: &r.attr}, r.nextAttr(fuse.S_IFDIR))
+			child = in.NewPersistentInode(context.Background(), &dirNode{mtime: r.changed, attr: &r.attr}, r.nextAttr(fuse.S_IFDIR))
 			in.AddChild(name, child, false)
 		}
 		in = child

@@ -45,6 +45,10 @@ func TestRefreshFollowsTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldIno := st.Ino
+	dirBefore, err := os.Stat(filepath.Join(m.Dir, "dir"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	newA, d := randomBytes(4, 2*part+17), randomBytes(5, 3000)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -70,6 +74,9 @@ func TestRefreshFollowsTheStore(t *testing.T) {
 	ents, err := os.ReadDir(filepath.Join(m.Dir, "dir"))
 	if err != nil || len(ents) != 2 {
 		t.Errorf("dir lists %v (%v), want c and d", ents, err)
+	}
+	if fi, err := os.Stat(filepath.Join(m.Dir, "dir")); err != nil || !fi.ModTime().After(dirBefore.ModTime()) {
+		t.Errorf("dir's time after a refresh added to it: %v (%v), before %v; want later", fi.ModTime(), err, dirBefore.ModTime())
 	}
 	if _, err := os.Stat(filepath.Join(m.Dir, "b")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stat of the deleted b: %v, want ENOENT", err)
