@@ -100,6 +100,7 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 	// gofs.Mount, with the allow_root filter between the kernel and the
 	// tree.
 	raw := gofs.NewNodeFS(root, opts)
+	raw = &viewGuard{RawFileSystem: raw, view: &root.view}
 	if cfg.AllowRoot {
 		// The mounting user, as fusermount3 takes it (the real uid); a
 		// direct mount is root's.

@@ -39,8 +39,16 @@ type Root struct {
 	changed time.Time       // the time of the change being made: a new directory's
 	listed  []entry.Entry   // the last listing applied (entries holds it and the kept names)
 	kept    map[string]kept // names a newer listing dropped, shown for a grace (RefreshKeeping)
+	dirtied map[string]bool // during a change: the directories whose entries it changed
 
-	afterNotify func() // test hook: run between a refresh's notes and its reconcile; nil in production
+	// view is held for reading by each request that may record a child
+	// in its parent (viewGuard: go-fuse records the child a Lookup
+	// returned after the handler, with no lock of this tree), and for
+	// writing while a refresh changes the tree, so that no lookup can
+	// put back a node the change took out.
+	view sync.RWMutex
+
+	duringChange func() // test hook: run while a refresh holds view for writing; nil in production
 }
 
 var _ = (gofs.NodeOnAdder)((*Root)(nil))

@@ -157,8 +157,9 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 	var next time.Time
 	for _, name := range slices.Sorted(maps.Keys(r.kept)) {
 		k := r.kept[name]
-		// Back in the listing, due, or in the way of a new directory.
-		if listedNames[name] || !now.Before(k.until) || dirs[name] {
+		// Back in the listing, due, or in the way of a new directory or
+		// below a new file.
+		if listedNames[name] || !now.Before(k.until) || dirs[name] || underFile(name, listedNames) {
 			delete(r.kept, name)
 			continue
 		}
@@ -185,6 +186,11 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 		touched[dirOf(name)] = true
 	}
 	var notes []func() syscall.Errno
+	r.view.Lock()
+	r.dirtied = make(map[string]bool, len(touched))
+	for dir := range touched {
+		r.dirtied[dir] = true
+	}
 	// The prefetch model holds the listing's files: the kept ones are a
 	// commit's that readers are leaving, not one to open.
 	vdirs, placeAt := r.model(shown)
@@ -226,8 +232,14 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 			if dn := dirNodeOf(in); dn != nil {
 				d, ok := vdirs[dir]
 				dn.setDir(d, ok, r.reader)
-				// Its entries changed: its time is now's, and the
-				// kernel's attributes of it go.
+			}
+		}
+	}
+	// Each directory whose entries changed takes now as its time, and the
+	// kernel's attributes of it go.
+	for dir := range r.dirtied {
+		if in, _ := r.dirInode(dir, false); in != nil {
+			if dn := dirNodeOf(in); dn != nil {
 				dn.mu.Lock()
 				dn.mtime = now
 				dn.mu.Unlock()
@@ -235,28 +247,18 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 			}
 		}
 	}
+	r.dirtied = nil
 	r.entries.Store(&visible)
+	if r.duringChange != nil {
+		r.duringChange()
+	}
+	r.view.Unlock()
 	r.mu.Unlock()
 
 	r.stats.FilesAdded.Add(int64(len(c.Added)))
 	r.stats.FilesChanged.Add(int64(len(c.Changed)))
 	r.stats.FilesRemoved.Add(int64(len(c.Removed)))
 	r.notify(notes)
-	if r.afterNotify != nil {
-		r.afterNotify()
-	}
-	// A lookup in flight during the change may have put an old node back:
-	// go-fuse records the child a Lookup returned in its parent after the
-	// handler, with no lock of this tree. The notifications above took
-	// each changed directory's lock in the kernel, so every such lookup
-	// has ended; what it put back is taken out again here.
-	r.mu.Lock()
-	fixes := r.reconcileLocked(touched, visible)
-	r.mu.Unlock()
-	if len(fixes) > 0 {
-		r.log.Debug("names a lookup put back during a refresh taken out again", "count", len(fixes))
-		r.notify(fixes)
-	}
 	return c, next
 }
 
@@ -315,52 +317,22 @@ func forgetTree(in *gofs.Inode) {
 	in.ForgetPersistent()
 }
 
-// reconcileLocked makes the directories dirs of the tree hold exactly
-// visible's files there, each at its version, and the directories
-// visible implies, and returns the kernel's notes of what it changed.
+// underFile reports whether a directory of name is one of files.
+func underFile(name string, files map[string]bool) bool {
+	for dir := path.Dir(name); dir != "." && dir != "/"; dir = path.Dir(dir) {
+		if files[dir] {
+			return true
+		}
+	}
+	return false
+}
+
+// dirty records that the entries of directory dir ("" or "a/b/") change.
 // r.mu must be held.
-func (r *Root) reconcileLocked(dirs map[string]bool, visible []entry.Entry) []func() syscall.Errno {
-	want := make(map[string]entry.Entry, len(visible))
-	for _, e := range visible {
-		want[e.Name] = e
+func (r *Root) dirty(dir string) {
+	if r.dirtied != nil {
+		r.dirtied[dir] = true
 	}
-	wantDirs := dirSet(visible)
-	var notes []func() syscall.Errno
-	var check func(in *gofs.Inode, dir string)
-	check = func(in *gofs.Inode, dir string) {
-		for name, child := range in.Children() {
-			full := dir + name
-			switch n := child.Operations().(type) {
-			case *fileNode:
-				e, ok := want[full]
-				switch {
-				case !ok:
-					notes = append(notes, removeLocked(in, name, child))
-				case !sameVersion(n.entry, e):
-					notes = append(notes, r.putFileLocked(e, n.placeOf())...)
-				}
-			case *dirNode:
-				if !wantDirs[full] {
-					notes = append(notes, removeLocked(in, name, child))
-				}
-			}
-		}
-	}
-	checked := make(map[string]bool)
-	for dir := range dirs {
-		// A pruned directory's parent, and each one above it, may have
-		// had it put back.
-		for d := dir; !checked[d]; d = dirOf(strings.TrimSuffix(d, "/")) {
-			checked[d] = true
-			if in, _ := r.dirInode(d, false); in != nil {
-				check(in, d)
-			}
-			if d == "" {
-				break
-			}
-		}
-	}
-	return notes
 }
 
 // quiet is the logger of what a refresh would warn of at every interval.
@@ -386,7 +358,7 @@ func dirOf(name string) string {
 // r.mu must be held.
 func (r *Root) dirInode(dir string, create bool) (*gofs.Inode, []func() syscall.Errno) {
 	var notes []func() syscall.Errno
-	in := &r.Inode
+	in, at := &r.Inode, ""
 	for _, name := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
 		if name == "" {
 			continue
@@ -405,8 +377,9 @@ func (r *Root) dirInode(dir string, create bool) (*gofs.Inode, []func() syscall.
 			}
 			child = in.NewPersistentInode(context.Background(), &dirNode{mtime: r.changed, attr: &r.attr}, r.nextAttr(fuse.S_IFDIR))
 			in.AddChild(name, child, false)
+			r.dirty(at)
 		}
-		in = child
+		in, at = child, at+name+"/"
 	}
 	return in, notes
 }
@@ -439,6 +412,7 @@ func (r *Root) pruneEmpty(in *gofs.Inode, dir string) []func() syscall.Errno {
 			break
 		}
 		notes = append(notes, removeLocked(parent, base, in))
+		r.dirty(parentDir)
 		in, dir = parent, parentDir
 	}
 	return notes

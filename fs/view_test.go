@@ -8,6 +8,7 @@ import (
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
@@ -192,40 +193,90 @@ func TestRefreshKeepsRemovedNames(t *testing.T) {
 	}
 }
 
-// A lookup in flight during a refresh may put back the node it found
-// (go-fuse records a Lookup's child in its parent after the handler):
-// the refresh takes out again what was put back. Here the old node of a
-// changed name; go-fuse itself drops a removed node the kernel never
-// looked up, so a removed name put back is checked on reconcileLocked
-// alone below.
-func TestRefreshUndoesALookupsPutBack(t *testing.T) {
-	old := []entry.Entry{ent("d/gone", `"1"`, 1), ent("d/kept", `"1"`, 1), ent("changed", `"1"`, 1)}
-	root := NewRoot(old, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
-	gofs.NewNodeFS(root, &gofs.Options{RootStableAttr: &gofs.StableAttr{Ino: RootIno}})
-	before := treeOf(root)
-	root.afterNotify = func() {
-		// As go-fuse's bookkeeping after a Lookup that found the old node.
-		root.AddChild("changed", before["/changed"], true)
-	}
-	root.Refresh([]entry.Entry{ent("d/kept", `"1"`, 1), ent("changed", `"2"`, 1)})
-	after := treeOf(root)
-	if n := after["/changed"]; n == nil || n == before["/changed"] || n.Operations().(*fileNode).entry.Obj.ETag != `"2"` {
-		t.Errorf("a changed name put back to its old node by a lookup does not show the new version")
-	}
-	if after["/d/kept"] != before["/d/kept"] {
-		t.Errorf("the kept file got a new node")
-	}
+// blockingRaw is a RawFileSystem whose Lookup and ReadDirPlus wait until
+// released, having said they began.
+type blockingRaw struct {
+	fuse.RawFileSystem
+	in, release chan struct{}
+}
 
-	// reconcileLocked on a tree that holds names the listing lacks: a
-	// file, and a directory with a file in it.
-	root = NewRoot([]entry.Entry{ent("d/gone", `"1"`, 1), ent("e/x", `"1"`, 1), ent("d/kept", `"1"`, 1)}, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
+func (b *blockingRaw) Lookup(<-chan struct{}, *fuse.InHeader, string, *fuse.EntryOut) fuse.Status {
+	b.in <- struct{}{}
+	<-b.release
+	return fuse.OK
+}
+
+func (b *blockingRaw) ReadDirPlus(<-chan struct{}, *fuse.ReadIn, *fuse.DirEntryList) fuse.Status {
+	b.in <- struct{}{}
+	<-b.release
+	return fuse.OK
+}
+
+// go-fuse records the child a Lookup returned in its parent after the
+// handler: a lookup in flight during a refresh could put back a node the
+// refresh took out. The guard holds the view for reading for the whole
+// of LOOKUP and READDIRPLUS, and a refresh holds it for writing while it
+// changes the tree, so they exclude each other.
+func TestViewGuardExcludesRefreshes(t *testing.T) {
+	root := NewRoot([]entry.Entry{ent("a", `"1"`, 1)}, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
 	gofs.NewNodeFS(root, &gofs.Options{RootStableAttr: &gofs.StableAttr{Ino: RootIno}})
-	root.mu.Lock()
-	notes := root.reconcileLocked(map[string]bool{"d/": true}, []entry.Entry{ent("d/kept", `"1"`, 1)})
-	root.mu.Unlock()
-	after = treeOf(root)
-	if after["/d/gone"] != nil || after["/e"] != nil || after["/d/kept"] == nil || len(notes) != 2 {
-		t.Errorf("reconcile: gone %v, e %v, kept %v, %d notes; want gone and e out, kept in, 2 notes",
-			after["/d/gone"] != nil, after["/e"] != nil, after["/d/kept"] != nil, len(notes))
+	raw := &blockingRaw{in: make(chan struct{}), release: make(chan struct{})}
+	g := &viewGuard{RawFileSystem: raw, view: &root.view}
+	for _, op := range []func(){
+		func() { g.Lookup(nil, &fuse.InHeader{}, "a", &fuse.EntryOut{}) },
+		func() { g.ReadDirPlus(nil, &fuse.ReadIn{}, nil) },
+	} {
+		done := make(chan struct{})
+		go func() { op(); close(done) }()
+		<-raw.in
+		if root.view.TryLock() {
+			t.Fatalf("a refresh could change the tree during a guarded request")
+		}
+		raw.release <- struct{}{}
+		<-done
+		if !root.view.TryLock() {
+			t.Fatalf("the view stays held after the request")
+		}
+		root.view.Unlock()
+	}
+	held := false
+	root.duringChange = func() { held = !root.view.TryRLock() }
+	root.Refresh([]entry.Entry{ent("b", `"1"`, 1)})
+	if !held {
+		t.Errorf("a refresh changes the tree without holding the view for writing")
+	}
+}
+
+// A kept name below a name that is now a file goes at once: the tree
+// cannot show both.
+func TestRefreshDropsKeptNamesUnderANewFile(t *testing.T) {
+	root := NewRoot([]entry.Entry{ent("a/b", `"1"`, 1)}, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
+	gofs.NewNodeFS(root, &gofs.Options{RootStableAttr: &gofs.StableAttr{Ino: RootIno}})
+	root.RefreshKeeping([]entry.Entry{ent("a", `"1"`, 1)}, time.Minute, time.Now())
+	if got := names(root.Entries()); !slices.Equal(got, []string{"a"}) || root.stats.FilesKept.Load() != 0 {
+		t.Errorf("entries %q, %d kept; want a alone", got, root.stats.FilesKept.Load())
+	}
+	if _, ok := treeOf(root)["/a"].Operations().(*fileNode); !ok {
+		t.Errorf("/a is not the new file")
+	}
+}
+
+// A refresh gives its time to each directory whose entries it changed:
+// the parent of a new directory and of a pruned one included, and to no
+// other.
+func TestRefreshTimesTheDirectoriesItChanges(t *testing.T) {
+	root := NewRoot([]entry.Entry{ent("x/old/f", `"1"`, 1), ent("x/keep", `"1"`, 1), ent("y/z/g", `"1"`, 1)}, nil, DefaultAttr(), slog.New(slog.DiscardHandler))
+	gofs.NewNodeFS(root, &gofs.Options{RootStableAttr: &gofs.StableAttr{Ino: RootIno}})
+	later := time.Now().Add(time.Hour)
+	root.RefreshKeeping([]entry.Entry{ent("x/keep", `"1"`, 1), ent("x/new/f", `"1"`, 1), ent("y/z/g", `"1"`, 1)}, 0, later)
+	tree := treeOf(root)
+	for p, want := range map[string]bool{"/x": true, "/x/new": true, "/y": false, "/y/z": false, "/": false} {
+		dn := dirNodeOf(tree[p])
+		dn.mu.Lock()
+		got := dn.mtime.Equal(later)
+		dn.mu.Unlock()
+		if got != want {
+			t.Errorf("%s: the refresh's time %v, want %v", p, got, want)
+		}
 	}
 }
