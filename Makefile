@@ -87,7 +87,7 @@ test: deps build
 # idle machine. New interesting inputs go to the Go cache; a failing one
 # is written under the package's testdata/fuzz/ and fails the run.
 FUZZ_EXECS ?= 20000
-FUZZ_PKGS ?= ./compress/ ./lucene/ ./layout/ ./smile/
+FUZZ_PKGS ?= ./compress/ ./lucene/ ./layout/ ./smile/ ./snapshot/
 fuzz-short:
 	@set -e; for p in $(FUZZ_PKGS); do \
 		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
