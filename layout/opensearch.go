@@ -98,7 +98,7 @@ func (s *Shard) Err() error {
 // missing or corrupt metadata file, a blob the metadata names that is
 // missing or of another length. The mount refuses it; it never shows a
 // partial shard.
-var ErrLayout = errors.New("not a mountable remote segment store shard")
+var ErrLayout = errors.New("not a mountable shard")
 
 // Resolve finds the shard below base in the repository open reaches,
 // reads and checks its metadata file, and returns the entries the mount

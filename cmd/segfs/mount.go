@@ -213,7 +213,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	log.Info("mounted", "source", store.String(), "mountpoint", c.Mountpoint,
 		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches, "passthrough", rd.Passthrough())
-	if src.shard != nil {
+	if src.index {
 		root.Seen() // the mount is the shard's index directory: its open first
 	}
 	rd.Serve(root.Entries())
@@ -251,7 +251,7 @@ serving:
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				if refr == nil {
-					log.Info("SIGHUP received; a mount of a named --metadata keeps that commit", "mountpoint", c.Mountpoint, "metadata", c.Metadata)
+					log.Info("SIGHUP received; this mount's view is fixed (a snapshot, or a named --metadata)", "mountpoint", c.Mountpoint)
 					continue
 				}
 				log.Info("SIGHUP received; refreshing the view", "mountpoint", c.Mountpoint)

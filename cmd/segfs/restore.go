@@ -207,8 +207,11 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 // layout the shard.
 func (c *restoreCmd) identity(src *source) string {
 	id := fetcher.CacheSource(src.store)
-	if c.Layout != "plain" {
+	switch c.Layout {
+	case "opensearch":
 		id += fmt.Sprintf(" layout=%s index-uuid=%s shard=%d", c.Layout, c.IndexUUID, c.Shard)
+	case "snapshot":
+		id += fmt.Sprintf(" layout=%s snapshot=%s index=%s shard=%d", c.Layout, c.Snapshot, c.Index, c.Shard)
 	}
 	return id
 }

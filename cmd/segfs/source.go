@@ -15,7 +15,9 @@ import (
 // (plain), or as one shard of an OpenSearch remote segment store. The
 // mount, verify and later commands share them.
 type layoutFlags struct {
-	Layout        string `name:"layout" default:"plain" enum:"plain,opensearch" help:"How SOURCE holds the files: plain (every object is a file under its key; what segfs push writes) or opensearch (one shard of an OpenSearch remote segment store: s3://bucket[/base_path] is the repository, and --index-uuid and --shard pick the shard)."`
+	Layout        string `name:"layout" default:"plain" enum:"plain,opensearch,snapshot" help:"How SOURCE holds the files: plain (every object is a file under its key; what segfs push writes), opensearch (one shard of an OpenSearch remote segment store: s3://bucket[/base_path] is the repository, and --index-uuid and --shard pick the shard) or snapshot (one shard of an Elasticsearch or OpenSearch snapshot repository: --snapshot, --index and --shard pick it)."`
+	Snapshot      string `name:"snapshot" default:"newest" placeholder:"NAME" help:"With --layout snapshot: the snapshot's name, or newest (the newest successful snapshot that holds --index)."`
+	Index         string `name:"index" placeholder:"NAME" help:"With --layout snapshot: the index's name."`
 	IndexUUID     string `name:"index-uuid" placeholder:"UUID" help:"With --layout opensearch: the index's UUID."`
 	Shard         int    `name:"shard" default:"-1" placeholder:"N" help:"With --layout opensearch: the shard number."`
 	PathType      string `name:"path-type" placeholder:"TYPE" help:"With --layout opensearch: fixed, hashed_prefix or hashed_infix. Default: what the index's remote-index-path file says, else fixed."`
@@ -57,6 +59,20 @@ func (f layoutFlags) check() error {
 	if f.Layout == "plain" && (f.IndexUUID != "" || f.Shard >= 0 || f.PathType != "" || f.HashAlgorithm != "" || f.Metadata != "newest") {
 		return fmt.Errorf("--index-uuid, --shard, --path-type, --hash-algorithm and --metadata need --layout opensearch")
 	}
+	if f.Layout != "snapshot" && (f.Index != "" || f.Snapshot != "newest" && f.Snapshot != "") {
+		return fmt.Errorf("--index and --snapshot need --layout snapshot")
+	}
+	if f.Layout == "snapshot" {
+		switch {
+		case f.IndexUUID != "" || f.PathType != "" || f.HashAlgorithm != "" || f.Metadata != "newest":
+			return fmt.Errorf("--index-uuid, --path-type, --hash-algorithm and --metadata are --layout opensearch's; --layout snapshot takes --snapshot, --index and --shard")
+		case f.Index == "":
+			return fmt.Errorf("--layout snapshot needs --index")
+		case f.Shard < 0:
+			return fmt.Errorf("--layout snapshot needs --shard (0 or more)")
+		}
+		return nil
+	}
 	if f.Layout == "opensearch" {
 		_, err := f.opensearch()
 		return err
@@ -71,6 +87,7 @@ type source struct {
 	entries []entry.Entry
 	keys    int           // keys listed, for the memory bound
 	shard   *layout.Shard // the resolved shard; nil for the plain layout
+	index   bool          // the mount's root is one index's directory (a shard's layout)
 	// relist lists the source again for a refresh of the view (the
 	// entries and the keys listed); nil when the view is fixed (a
 	// shard mounted at a named --metadata).
@@ -83,8 +100,11 @@ type source struct {
 // lacks files of its metadata is returned with its problems (verify);
 // else it is an error (a mount never shows a partial shard).
 func openSource(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, parallel int, tolerate bool, log *slog.Logger) (*source, error) {
-	if f.Layout == "opensearch" {
+	switch f.Layout {
+	case "opensearch":
 		return openShard(ctx, src, f, cfg, parallel, tolerate, log)
+	case "snapshot":
+		return openSnapshot(ctx, src, f, cfg, tolerate, log)
 	}
 	store, err := fetcher.Open(ctx, src, cfg)
 	if err != nil {
@@ -137,7 +157,7 @@ func openShard(ctx context.Context, src string, f layoutFlags, cfg fetcher.Confi
 	if err := shard.Err(); err != nil && !tolerate {
 		return nil, err
 	}
-	out := &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), shard: shard}
+	out := &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), shard: shard, index: true}
 	if o.Metadata == "" || o.Metadata == "newest" {
 		// The metadata prefix's requests count with the data's: one
 		// source in /stats.
@@ -187,4 +207,32 @@ func (s *source) checksums() map[string]uint64 {
 		}
 	}
 	return m
+}
+
+// openSnapshot resolves one shard of a snapshot repository. SOURCE is the
+// repository's root: for S3 the bucket and its base path, or a local
+// directory. A snapshot never changes: the view has no refresh.
+func openSnapshot(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, tolerate bool, log *slog.Logger) (*source, error) {
+	s, err := fetcher.ParseSource(src)
+	if err != nil {
+		return nil, err
+	}
+	root, base := "file://"+s.Dir, ""
+	if s.Scheme == "s3" {
+		root, base = "s3://"+s.Bucket, s.Prefix
+	}
+	open := func(ctx context.Context, sub string) (fetcher.Store, error) {
+		if sub == "" {
+			return fetcher.Open(ctx, root, cfg)
+		}
+		return fetcher.Open(ctx, root+"/"+sub, cfg)
+	}
+	shard, err := layout.Snapshot{Name: f.Snapshot, Index: f.Index, Shard: f.Shard}.Resolve(ctx, open, base, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := shard.Err(); err != nil && !tolerate {
+		return nil, err
+	}
+	return &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), index: true}, nil
 }

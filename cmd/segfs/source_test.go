@@ -37,6 +37,12 @@ func TestLayoutFlags(t *testing.T) {
 		{"opensearch without a shard", func() layoutFlags { f := os; f.Shard = -1; return f }(), "--shard"},
 		{"bad path type", func() layoutFlags { f := os; f.PathType = "hashed"; return f }(), "--path-type"},
 		{"bad hash", func() layoutFlags { f := os; f.HashAlgorithm = "md5"; return f }(), "--hash-algorithm"},
+		{"snapshot", layoutFlags{Layout: "snapshot", Index: "logs", Shard: 0, Metadata: "newest", Snapshot: "newest"}, ""},
+		{"snapshot without an index", layoutFlags{Layout: "snapshot", Shard: 0, Metadata: "newest"}, "needs --index"},
+		{"snapshot without a shard", layoutFlags{Layout: "snapshot", Index: "logs", Shard: -1, Metadata: "newest"}, "--shard"},
+		{"snapshot with an index uuid", layoutFlags{Layout: "snapshot", Index: "logs", Shard: 0, IndexUUID: "u", Metadata: "newest"}, "--layout opensearch's"},
+		{"plain with an index", func() layoutFlags { f := plain; f.Index = "logs"; return f }(), "need --layout snapshot"},
+		{"opensearch with a snapshot", func() layoutFlags { f := os; f.Snapshot = "s1"; return f }(), "need --layout snapshot"},
 	} {
 		err := tc.f.check()
 		switch {

@@ -1,0 +1,157 @@
+package layout
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path"
+	"strconv"
+
+	"github.com/segfs/segfs/entry"
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/snapshot"
+)
+
+// Snapshot names one shard of one index in a snapshot of an
+// Elasticsearch or OpenSearch snapshot repository.
+type Snapshot struct {
+	Name  string // the snapshot; "" or "newest": the newest successful one that holds Index
+	Index string // the index's name
+	Shard int
+}
+
+// SnapshotShard is a resolved shard of a snapshot: the store of its
+// shard directory, which the mount reads from, the files it shows, and
+// the files the store does not hold as the snapshot says (Problems; a
+// mount refuses a shard with any).
+type SnapshotShard struct {
+	Data     fetcher.Store
+	Entries  []entry.Entry
+	Problems []string
+	Info     snapshot.SnapshotInfo
+	IndexID  string
+	Path     string // the shard directory below the root
+}
+
+// Err returns nil if the store holds every file of the snapshot as it
+// says, else an error naming the first that it does not.
+func (s *SnapshotShard) Err() error {
+	if len(s.Problems) == 0 {
+		return nil
+	}
+	more := ""
+	if n := len(s.Problems) - 1; n > 0 {
+		more = fmt.Sprintf(" (and %d more)", n)
+	}
+	return fmt.Errorf("%w: snapshot %s: %s%s", ErrLayout, s.Info.Name, s.Problems[0], more)
+}
+
+// Resolve finds the shard in the repository below base: index.latest
+// gives the generation of the root index-N, which names the snapshots
+// and the indices; the shard's snap-<uuid>.dat lists its files. Only the
+// shard's directory is listed, to check its blobs. Files are shown by
+// their Lucene names: a virtual file (v__) from the snapshot's bytes, a
+// data blob (__) as the object it is. A file the repository stored in
+// several parts (a chunk_size below its length) is a Problem: segfs does
+// not join parts yet.
+func (s Snapshot) Resolve(ctx context.Context, open Opener, base string, log *slog.Logger) (*SnapshotShard, error) {
+	if s.Index == "" {
+		return nil, fmt.Errorf("--index: needed with --layout snapshot")
+	}
+	if s.Shard < 0 {
+		return nil, fmt.Errorf("--shard %d: must not be negative", s.Shard)
+	}
+	root, err := open(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	latest, err := readSmall(ctx, root, "index.latest")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, root, err)
+	}
+	gen, err := snapshot.ParseLatest(latest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, root, err)
+	}
+	raw, err := readSmall(ctx, root, snapshot.IndexN(gen))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, root, err)
+	}
+	repo, err := snapshot.ParseIndexN(raw, gen)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, root, err)
+	}
+	info, ix, err := repo.Pick(s.Name, s.Index)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, root, err)
+	}
+	shardPath := path.Join(base, "indices", ix.ID, strconv.Itoa(s.Shard))
+	data, err := open(ctx, shardPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: shard %d of index %s at %s: %w", ErrLayout, s.Shard, s.Index, shardPath, err)
+	}
+	snapName := "snap-" + info.UUID + ".dat"
+	raw, err = readSmall(ctx, data, snapName)
+	if err != nil {
+		return nil, fmt.Errorf("%w: shard %d of index %s in snapshot %s: %w", ErrLayout, s.Shard, s.Index, info.Name, err)
+	}
+	ss, err := snapshot.ParseShardSnapshot(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s/%s: %w", ErrLayout, shardPath, snapName, err)
+	}
+	blobs, err := data.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", data, err)
+	}
+	byName := make(map[string]fetcher.Object, len(blobs))
+	for _, b := range blobs {
+		byName[b.Key] = b
+	}
+	out := &SnapshotShard{Data: data, Info: info, IndexID: ix.ID, Path: shardPath}
+	for _, f := range ss.Files {
+		if f.Virtual() {
+			b := f.MetaHash
+			if b == nil {
+				b = []byte{} // an empty virtual file: inline still
+			}
+			out.Entries = append(out.Entries, entry.Entry{Name: f.Name, Inline: b, Obj: fetcher.Object{Size: f.Length}})
+			continue
+		}
+		parts := f.Parts()
+		if len(parts) > 1 {
+			out.Problems = append(out.Problems, fmt.Sprintf("%s is stored in %d parts of %d bytes, which segfs does not join yet", f.Name, len(parts), f.PartSize))
+			continue
+		}
+		b, ok := byName[parts[0].Blob]
+		switch {
+		case !ok:
+			out.Problems = append(out.Problems, fmt.Sprintf("names blob %s for %s, which does not exist", parts[0].Blob, f.Name))
+			continue
+		case b.Size != f.Length:
+			out.Problems = append(out.Problems, fmt.Sprintf("says %s is %d bytes; its blob %s is %d", f.Name, f.Length, b.Key, b.Size))
+			continue
+		}
+		out.Entries = append(out.Entries, entry.Entry{Name: f.Name, Obj: b})
+	}
+	log.Info("snapshot shard resolved", "snapshot", info.Name, "uuid", info.UUID, "index", s.Index, "index_id", ix.ID,
+		"shard", s.Shard, "files", len(out.Entries), "generation", gen)
+	return out, nil
+}
+
+// readSmall reads the whole object key of st, at most
+// snapshot.MaxBlobSize bytes (what the store claims is checked before
+// anything is allocated).
+func readSmall(ctx context.Context, st fetcher.Store, key string) ([]byte, error) {
+	obj, err := st.Stat(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if obj.Size < 0 || obj.Size > snapshot.MaxBlobSize {
+		return nil, fmt.Errorf("%s: listed with %d bytes, more than the %d segfs reads", key, obj.Size, snapshot.MaxBlobSize)
+	}
+	buf := make([]byte, obj.Size)
+	if err := st.ReadRange(ctx, obj, 0, buf); err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	return buf, nil
+}

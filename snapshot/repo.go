@@ -1,0 +1,120 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Repository is what a repository's root index-N says: its snapshots, in
+// the order they were taken, and its indices.
+type Repository struct {
+	Generation int64
+	Snapshots  []SnapshotInfo
+	Indices    map[string]IndexInfo // by index name
+}
+
+// SnapshotInfo is one snapshot of index-N.
+type SnapshotInfo struct {
+	Name    string `json:"name"`
+	UUID    string `json:"uuid"`
+	State   int    `json:"state"` // 1: SUCCESS
+	Version string `json:"version"`
+}
+
+// StateSuccess is a snapshot that completed.
+const StateSuccess = 1
+
+// IndexInfo is one index of index-N: its id (its directory under
+// indices/) and the snapshots that hold it.
+type IndexInfo struct {
+	ID        string   `json:"id"`
+	Snapshots []string `json:"snapshots"` // snapshot uuids
+}
+
+// ParseLatest reads index.latest: the big-endian generation N of the
+// current index-N.
+func ParseLatest(raw []byte) (int64, error) {
+	if len(raw) != 8 {
+		return 0, fmt.Errorf("%w: index.latest of %d bytes, want 8", ErrBlob, len(raw))
+	}
+	g := int64(binary.BigEndian.Uint64(raw))
+	if g < 0 {
+		return 0, fmt.Errorf("%w: index.latest says generation %d", ErrBlob, g)
+	}
+	return g, nil
+}
+
+// IndexN is the name of the root index file of generation gen.
+func IndexN(gen int64) string { return "index-" + strconv.FormatInt(gen, 10) }
+
+// ParseIndexN reads a repository's root index-N (JSON), at most
+// MaxBlobSize bytes.
+func ParseIndexN(raw []byte, gen int64) (*Repository, error) {
+	if len(raw) > MaxBlobSize {
+		return nil, fmt.Errorf("%w: %s of %d bytes, more than the %d segfs reads", ErrBlob, IndexN(gen), len(raw), MaxBlobSize)
+	}
+	var doc struct {
+		Snapshots []SnapshotInfo       `json:"snapshots"`
+		Indices   map[string]IndexInfo `json:"indices"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBlob, IndexN(gen), err)
+	}
+	for name, ix := range doc.Indices {
+		if !plainName(ix.ID) {
+			return nil, fmt.Errorf("%w: %s: index %s has id %q", ErrBlob, IndexN(gen), name, ix.ID)
+		}
+	}
+	for _, s := range doc.Snapshots {
+		if !plainName(s.UUID) {
+			return nil, fmt.Errorf("%w: %s: snapshot %s has uuid %q", ErrBlob, IndexN(gen), s.Name, s.UUID)
+		}
+	}
+	return &Repository{Generation: gen, Snapshots: doc.Snapshots, Indices: doc.Indices}, nil
+}
+
+// plainName reports whether s may name a directory or blob of the
+// repository: not empty, no separator, not a dot name.
+func plainName(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' || s[i] == '\\' || s[i] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Pick returns the snapshot named snapshot (or, for "" or "newest", the
+// newest successful snapshot that holds index) and index's entry.
+func (r *Repository) Pick(snapshot, index string) (SnapshotInfo, IndexInfo, error) {
+	ix, ok := r.Indices[index]
+	if !ok {
+		return SnapshotInfo{}, IndexInfo{}, fmt.Errorf("no index %q in the repository (generation %d)", index, r.Generation)
+	}
+	holds := make(map[string]bool, len(ix.Snapshots))
+	for _, u := range ix.Snapshots {
+		holds[u] = true
+	}
+	if snapshot == "" || snapshot == "newest" {
+		for i := len(r.Snapshots) - 1; i >= 0; i-- {
+			if s := r.Snapshots[i]; s.State == StateSuccess && holds[s.UUID] {
+				return s, ix, nil
+			}
+		}
+		return SnapshotInfo{}, IndexInfo{}, fmt.Errorf("no successful snapshot holds index %q", index)
+	}
+	for _, s := range r.Snapshots {
+		if s.Name == snapshot {
+			if !holds[s.UUID] {
+				return SnapshotInfo{}, IndexInfo{}, fmt.Errorf("snapshot %s does not hold index %q", snapshot, index)
+			}
+			return s, ix, nil
+		}
+	}
+	return SnapshotInfo{}, IndexInfo{}, fmt.Errorf("no snapshot %q in the repository (generation %d)", snapshot, r.Generation)
+}

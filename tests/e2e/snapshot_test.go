@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/localstore"
+	"github.com/segfs/segfs/tests/snaprepo"
+)
+
+// A shard of a snapshot repository on versitygw, written as real
+// clusters write them (tests/snaprepo: compressed Smile metadata, the
+// .si and segments_N files virtual, the rest data blobs), of an index
+// the real Lucene wrote: the mount shows exactly the shard's files by
+// their Lucene names, byte-exact, and CheckIndex finds the index clean
+// through it. The newest snapshot holding the index is the default; a
+// named one is shown as it was.
+func TestSnapshotLayoutMount(t *testing.T) {
+	lu := testLucene(t)
+	srv := needServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	local := filepath.Join(t.TempDir(), "index")
+	if err := lu.Build(ctx, local, luceneTestIndex); err != nil {
+		t.Fatal(err)
+	}
+	first := localstore.ReadTree(t, local)
+	bucket := newBucket(t, srv)
+	put := func(key string, data []byte) error {
+		_, err := srv.PutBytes(ctx, bucket, key, data)
+		return err
+	}
+	r := snaprepo.New(put, snaprepo.Options{Base: "repo", Seed: 36, Compress: true})
+	if _, err := r.Snapshot("nightly-1", snaprepo.Shard{Index: "logs", Shard: 0, Files: first},
+		snaprepo.Shard{Index: "other", Shard: 0, Files: map[string][]byte{"x": []byte("not logs")}}); err != nil {
+		t.Fatal(err)
+	}
+	more := harness.LuceneIndex{Docs: 500, Segments: 1, Seed: 37, Append: true}
+	if err := lu.Build(ctx, local, more); err != nil {
+		t.Fatal(err)
+	}
+	second := localstore.ReadTree(t, local)
+	if _, err := r.Snapshot("nightly-2", snaprepo.Shard{Index: "logs", Shard: 0, Files: second}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		name  string
+		args  []string
+		files map[string][]byte
+	}{
+		{"newest", nil, second},
+		{"named", []string{"--snapshot", "nightly-1"}, first},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := mountS3(t, srv, "s3://"+bucket+"/repo", append([]string{"--layout", "snapshot", "--index", "logs", "--shard", "0"}, c.args...)...)
+			ents, err := os.ReadDir(m.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names, want []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			for n := range c.files {
+				want = append(want, n)
+			}
+			slices.Sort(want)
+			if !slices.Equal(names, want) {
+				t.Fatalf("the mount lists %q, want %q", names, want)
+			}
+			for n, data := range c.files {
+				got, err := os.ReadFile(filepath.Join(m.Dir, n))
+				if err != nil || !bytes.Equal(got, data) {
+					t.Errorf("%s: %d bytes, %v; want the shard's %d", n, len(got), err, len(data))
+				}
+			}
+			if err := lu.Check(ctx, m.Dir); err != nil {
+				t.Errorf("CheckIndex through the mount: %v", err)
+			}
+		})
+	}
+
+	// segfs restore of the newest snapshot writes the shard's files.
+	dest := t.TempDir()
+	mustRestore(t, srv, "s3://"+bucket+"/repo", dest, "--layout", "snapshot", "--index", "logs", "--shard", "0")
+	sameFiles(t, localstore.ReadTree(t, dest), second)
+
+	// A blob gone from the repository: the mount refuses the shard,
+	// naming the file.
+	var victim string
+	for n := range second {
+		if strings.HasSuffix(n, ".fdt") {
+			victim = n
+			break
+		}
+	}
+	dir := filepath.Join(srv.Dir(), "root", bucket, "repo", "indices")
+	var blobOf string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "__") {
+			if data, err := os.ReadFile(p); err == nil && bytes.Equal(data, second[victim]) {
+				blobOf = p
+			}
+		}
+		return nil
+	})
+	if blobOf == "" {
+		t.Fatalf("no blob of %s in the repository", victim)
+	}
+	if err := os.Remove(blobOf); err != nil {
+		t.Fatal(err)
+	}
+	out := mountFails(t, harness.MountOptions{Source: "s3://" + bucket + "/repo", Server: srv,
+		Args: []string{"--layout", "snapshot", "--index", "logs", "--shard", "0"}})
+	if !strings.Contains(out, victim) || !strings.Contains(out, "does not exist") {
+		t.Errorf("the refusal does not name %s as missing:\n%s", victim, out)
+	}
+}
