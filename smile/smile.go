@@ -380,25 +380,18 @@ func (d *decoder) value(depth int) (any, error) {
 			return nil, err
 		}
 		return Decimal{Unscaled: signedBig(mag), Scale: scale}, nil
-	case t >= 0x40 && t <= 0x7F: // tiny (1-32) and short (33-64) ASCII
+	case t >= 0x40 && t <= 0xBF:
+		// Tiny (1-32) and short (33-64) ASCII, tiny (2-33) and short
+		// (34-65) Unicode: 5 bits of length, offset by the class.
+		ascii := t < 0x80
 		n := int(t&0x1F) + 1
-		if t >= 0x60 {
+		if !ascii {
+			n++
+		}
+		if t&0x20 != 0 {
 			n += 32
 		}
-		s, err := d.text(n, true)
-		if err != nil {
-			return nil, err
-		}
-		if d.sharedValues {
-			share(&d.values, s)
-		}
-		return s, nil
-	case t >= 0x80 && t <= 0xBF: // tiny (2-33) and short (34-65) Unicode
-		n := int(t&0x1F) + 2
-		if t >= 0xA0 {
-			n += 32
-		}
-		s, err := d.text(n, false)
+		s, err := d.text(n, ascii)
 		if err != nil {
 			return nil, err
 		}

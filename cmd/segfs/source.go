@@ -127,6 +127,27 @@ func openSource(ctx context.Context, src string, f layoutFlags, cfg fetcher.Conf
 	return &source{store: store, entries: entries, keys: len(objects), relist: plainLister(store, parallel, log)}, nil
 }
 
+// repository returns the opener of a repository's paths from SOURCE: for
+// S3 the bucket is its root and the prefix its base path, a local
+// directory is the root itself with no base path.
+func repository(src string, cfg fetcher.Config) (open layout.Opener, root, base string, err error) {
+	s, err := fetcher.ParseSource(src)
+	if err != nil {
+		return nil, "", "", err
+	}
+	root = "file://" + s.Dir
+	if s.Scheme == "s3" {
+		root, base = "s3://"+s.Bucket, s.Prefix
+	}
+	open = func(ctx context.Context, sub string) (fetcher.Store, error) {
+		if sub == "" {
+			return fetcher.Open(ctx, root, cfg)
+		}
+		return fetcher.Open(ctx, root+"/"+sub, cfg)
+	}
+	return open, root, base, nil
+}
+
 // openShard resolves an OpenSearch shard. SOURCE names the repository:
 // for S3 the bucket is its root and the prefix its base path (a hashed
 // prefix comes before the base path, so the root is the bucket); a
@@ -136,19 +157,9 @@ func openShard(ctx context.Context, src string, f layoutFlags, cfg fetcher.Confi
 	if err != nil {
 		return nil, err
 	}
-	s, err := fetcher.ParseSource(src)
+	open, root, base, err := repository(src, cfg)
 	if err != nil {
 		return nil, err
-	}
-	root, base := "file://"+s.Dir, ""
-	if s.Scheme == "s3" {
-		root, base = "s3://"+s.Bucket, s.Prefix
-	}
-	open := func(ctx context.Context, sub string) (fetcher.Store, error) {
-		if sub == "" {
-			return fetcher.Open(ctx, root, cfg)
-		}
-		return fetcher.Open(ctx, root+"/"+sub, cfg)
 	}
 	shard, err := o.Resolve(ctx, open, base, log)
 	if err != nil {
@@ -213,19 +224,9 @@ func (s *source) checksums() map[string]uint64 {
 // repository's root: for S3 the bucket and its base path, or a local
 // directory. A snapshot never changes: the view has no refresh.
 func openSnapshot(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, tolerate bool, log *slog.Logger) (*source, error) {
-	s, err := fetcher.ParseSource(src)
+	open, _, base, err := repository(src, cfg)
 	if err != nil {
 		return nil, err
-	}
-	root, base := "file://"+s.Dir, ""
-	if s.Scheme == "s3" {
-		root, base = "s3://"+s.Bucket, s.Prefix
-	}
-	open := func(ctx context.Context, sub string) (fetcher.Store, error) {
-		if sub == "" {
-			return fetcher.Open(ctx, root, cfg)
-		}
-		return fetcher.Open(ctx, root+"/"+sub, cfg)
 	}
 	shard, err := layout.Snapshot{Name: f.Snapshot, Index: f.Index, Shard: f.Shard}.Resolve(ctx, open, base, log)
 	if err != nil {
