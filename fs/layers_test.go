@@ -15,10 +15,10 @@ func TestLayers(t *testing.T) {
 		"stats":    -1, // counters and histograms, which every layer keeps
 		"dirfd":    -1, // system calls below a held directory, which cache and restore share
 		"directio": -1, // O_DIRECT alignment, which cache and restore share
-		"fetcher":  0, "cache": 0, "compress": 0, "lucene": 0,
+		"fetcher":  0, "cache": 0, "compress": 0, "lucene": 0, "smile": 0,
 		"entry": 1, "prefetch": 1, "push": 1,
-		"reader": 2,
-		"fs":     3, "layout": 3, "restore": 3,
+		"reader": 2, "snapshot": 2,
+		"fs": 3, "layout": 3, "restore": 3,
 		"cmd/segfs": 4,
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").Output()
