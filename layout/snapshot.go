@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"path"
 	"strconv"
 
@@ -31,6 +32,10 @@ type SnapshotShard struct {
 	Info     snapshot.SnapshotInfo
 	IndexID  string
 	Path     string // the shard directory below the root
+	// Checksums are the files' Lucene footer checksums the snapshot
+	// records (base 36 there), by name; a file whose checksum is not a
+	// CRC32 in base 36 (a legacy file) has none.
+	Checksums map[string]uint64
 }
 
 // Err returns nil if the store holds every file of the snapshot as it
@@ -107,8 +112,11 @@ func (s Snapshot) Resolve(ctx context.Context, open Opener, base string, log *sl
 	for _, b := range blobs {
 		byName[b.Key] = b
 	}
-	out := &SnapshotShard{Data: data, Info: info, IndexID: ix.ID, Path: shardPath}
+	out := &SnapshotShard{Data: data, Info: info, IndexID: ix.ID, Path: shardPath, Checksums: map[string]uint64{}}
 	for _, f := range ss.Files {
+		if sum, err := strconv.ParseUint(f.Checksum, 36, 64); err == nil && sum <= math.MaxUint32 {
+			out.Checksums[f.Name] = sum
+		}
 		if f.Virtual() {
 			b := f.MetaHash
 			if b == nil {

@@ -85,9 +85,10 @@ func (f layoutFlags) check() error {
 type source struct {
 	store   fetcher.Store
 	entries []entry.Entry
-	keys    int           // keys listed, for the memory bound
-	shard   *layout.Shard // the resolved shard; nil for the plain layout
-	index   bool          // the mount's root is one index's directory (a shard's layout)
+	keys    int               // keys listed, for the memory bound
+	shard   *layout.Shard     // the resolved shard; nil for the plain layout
+	index   bool              // the mount's root is one index's directory (a shard's layout)
+	sums    map[string]uint64 // a snapshot's recorded checksums, by file name
 	// relist lists the source again for a refresh of the view (the
 	// entries and the keys listed); nil when the view is fixed (a
 	// shard mounted at a named --metadata).
@@ -217,6 +218,9 @@ func (s *source) checksums() map[string]uint64 {
 			m[f.Name] = f.Checksum
 		}
 	}
+	for name, sum := range s.sums {
+		m[name] = sum
+	}
 	return m
 }
 
@@ -235,5 +239,5 @@ func openSnapshot(ctx context.Context, src string, f layoutFlags, cfg fetcher.Co
 	if err := shard.Err(); err != nil && !tolerate {
 		return nil, err
 	}
-	return &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), index: true}, nil
+	return &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), index: true, sums: shard.Checksums}, nil
 }

@@ -93,6 +93,17 @@ func TestSnapshotLayoutMount(t *testing.T) {
 	mustRestore(t, srv, "s3://"+bucket+"/repo", dest, "--layout", "snapshot", "--index", "logs", "--shard", "0")
 	sameFiles(t, localstore.ReadTree(t, dest), second)
 
+	// segfs verify checks each file against the snapshot's checksum: a
+	// flipped byte in a blob (its Lucene footer left as it was) is found.
+	verify := func(extra ...string) (int, string) {
+		args := append([]string{"--layout", "snapshot", "--index", "logs", "--shard", "0", "--endpoint", srv.Endpoint(), "--path-style",
+			"--region", harness.Region, "--cache-dir", filepath.Join(t.TempDir(), "cache")}, extra...)
+		return runVerify(t, srv.Env(), "s3://"+bucket+"/repo", args...)
+	}
+	if code, out := verify("--deep"); code != 0 {
+		t.Fatalf("verify of the intact snapshot: exit %d:\n%s", code, out)
+	}
+
 	// A blob gone from the repository: the mount refuses the shard,
 	// naming the file.
 	// A file of the segment the second snapshot added: its blob is the
@@ -115,6 +126,26 @@ func TestSnapshotLayoutMount(t *testing.T) {
 	})
 	if blobOf == "" {
 		t.Fatalf("no blob of %s in the repository", victim)
+	}
+	good := second[victim]
+	for _, c := range []struct {
+		what string
+		at   int
+		args []string
+	}{
+		// The footer's checksum, as a valid footer: only the snapshot's
+		// record tells it is not the file's.
+		{"a flipped bit of the footer's checksum", len(good) - 1, nil},
+		{"a flipped byte of the body", 100, []string{"--deep"}},
+	} {
+		bad := bytes.Clone(good)
+		bad[c.at] ^= 0x01
+		if err := os.WriteFile(blobOf, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := verify(c.args...); code != 1 || !strings.Contains(out, victim) {
+			t.Errorf("verify %v with %s in %s: exit %d, want 1 naming it:\n%s", c.args, c.what, victim, code, out)
+		}
 	}
 	if err := os.Remove(blobOf); err != nil {
 		t.Fatal(err)
