@@ -502,49 +502,38 @@ func (d *decoder) key() (name string, end bool, err error) {
 		return "", true, nil
 	case t == 0x20:
 		return "", false, nil
-	case t >= 0x30 && t <= 0x33: // long shared name reference
+	case t >= 0x30 && t <= 0x33, t >= 0x40 && t <= 0x7F: // a shared name: long (10 bits), short (0-63)
 		if !d.sharedNames {
 			return "", false, d.fail(at, "a shared name reference, with shared names off in the header")
 		}
-		lo, err := d.byte()
-		if err != nil {
-			return "", false, err
+		i := int(t & 0x3F)
+		if t < 0x40 {
+			lo, err := d.byte()
+			if err != nil {
+				return "", false, err
+			}
+			i = int(t&0x03)<<8 | int(lo)
 		}
-		s, err := d.ref(d.names, int(t&0x03)<<8|int(lo), at, "name")
+		s, err := d.ref(d.names, i, at, "name")
 		return s, false, err
-	case t == 0x34: // long Unicode name
-		s, err := d.until()
-		if err != nil {
-			return "", false, err
-		}
-		if d.sharedNames {
-			share(&d.names, s)
-		}
-		return s, false, nil
-	case t >= 0x40 && t <= 0x7F: // short shared name reference: 0-63
-		if !d.sharedNames {
-			return "", false, d.fail(at, "a shared name reference, with shared names off in the header")
-		}
-		s, err := d.ref(d.names, int(t&0x3F), at, "name")
-		return s, false, err
-	case t >= 0x80 && t <= 0xBF: // short ASCII name: 1-64 bytes
-		s, err := d.text(int(t&0x3F)+1, true)
-		if err != nil {
-			return "", false, err
-		}
-		if d.sharedNames {
-			share(&d.names, s)
-		}
-		return s, false, nil
-	case t >= 0xC0 && t <= 0xF7: // short Unicode name: 2-57 bytes
-		s, err := d.text(int(t&0x3F)+2, false)
-		if err != nil {
-			return "", false, err
-		}
-		if d.sharedNames {
-			share(&d.names, s)
-		}
-		return s, false, nil
 	}
-	return "", false, d.fail(at, fmt.Sprintf("token 0x%02X is not a property name", t))
+	// A name sent in full, which takes the next index of the table.
+	var s string
+	switch {
+	case t == 0x34: // long Unicode name
+		s, err = d.until()
+	case t >= 0x80 && t <= 0xBF: // short ASCII name: 1-64 bytes
+		s, err = d.text(int(t&0x3F)+1, true)
+	case t >= 0xC0 && t <= 0xF7: // short Unicode name: 2-57 bytes
+		s, err = d.text(int(t&0x3F)+2, false)
+	default:
+		return "", false, d.fail(at, fmt.Sprintf("token 0x%02X is not a property name", t))
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if d.sharedNames {
+		share(&d.names, s)
+	}
+	return s, false, nil
 }
