@@ -56,9 +56,9 @@ func (s *SnapshotShard) Err() error {
 // and the indices; the shard's snap-<uuid>.dat lists its files. Only the
 // shard's directory is listed, to check its blobs. Files are shown by
 // their Lucene names: a virtual file (v__) from the snapshot's bytes, a
-// data blob (__) as the object it is. A file the repository stored in
-// several parts (a chunk_size below its length) is a Problem: segfs does
-// not join parts yet.
+// data blob (__) as the object it is, and a file the repository stored
+// in parts (__<uuid>.part0 ... .partN, under a chunk_size below its
+// length) as the parts joined (partsStore).
 func (s Snapshot) Resolve(ctx context.Context, open Opener, base string, log *slog.Logger) (*SnapshotShard, error) {
 	if s.Index == "" {
 		return nil, fmt.Errorf("--index: needed with --layout snapshot")
@@ -113,6 +113,7 @@ func (s Snapshot) Resolve(ctx context.Context, open Opener, base string, log *sl
 		byName[b.Key] = b
 	}
 	out := &SnapshotShard{Data: data, Info: info, IndexID: ix.ID, Path: shardPath, Checksums: map[string]uint64{}}
+	var joined map[string][]fetcher.Object // the files stored in parts, by blob name
 	for _, f := range ss.Files {
 		if sum, err := strconv.ParseUint(f.Checksum, 36, 64); err == nil && sum <= math.MaxUint32 {
 			out.Checksums[f.Name] = sum
@@ -126,20 +127,39 @@ func (s Snapshot) Resolve(ctx context.Context, open Opener, base string, log *sl
 			continue
 		}
 		parts := f.Parts()
-		if len(parts) > 1 {
-			out.Problems = append(out.Problems, fmt.Sprintf("%s is stored in %d parts of %d bytes, which segfs does not join yet", f.Name, len(parts), f.PartSize))
-			continue
+		objs := make([]fetcher.Object, 0, len(parts))
+	each:
+		for i, part := range parts {
+			b, ok := byName[part.Blob]
+			switch {
+			case !ok && len(parts) > 1:
+				out.Problems = append(out.Problems, fmt.Sprintf("names blob %s for part %d of %s, which does not exist", part.Blob, i, f.Name))
+			case !ok:
+				out.Problems = append(out.Problems, fmt.Sprintf("names blob %s for %s, which does not exist", part.Blob, f.Name))
+			case b.Size != part.Len && len(parts) > 1:
+				out.Problems = append(out.Problems, fmt.Sprintf("says part %d of %s is %d bytes; its blob %s is %d", i, f.Name, part.Len, b.Key, b.Size))
+			case b.Size != part.Len:
+				out.Problems = append(out.Problems, fmt.Sprintf("says %s is %d bytes; its blob %s is %d", f.Name, f.Length, b.Key, b.Size))
+			default:
+				objs = append(objs, b)
+				continue
+			}
+			break each // one problem per file
 		}
-		b, ok := byName[parts[0].Blob]
 		switch {
-		case !ok:
-			out.Problems = append(out.Problems, fmt.Sprintf("names blob %s for %s, which does not exist", parts[0].Blob, f.Name))
-			continue
-		case b.Size != f.Length:
-			out.Problems = append(out.Problems, fmt.Sprintf("says %s is %d bytes; its blob %s is %d", f.Name, f.Length, b.Key, b.Size))
-			continue
+		case len(objs) < len(parts):
+		case len(parts) == 1:
+			out.Entries = append(out.Entries, entry.Entry{Name: f.Name, Obj: objs[0]})
+		default:
+			if joined == nil {
+				joined = map[string][]fetcher.Object{}
+			}
+			joined[f.Blob] = objs
+			out.Entries = append(out.Entries, entry.Entry{Name: f.Name, Obj: joinParts(f.Blob, objs)})
 		}
-		out.Entries = append(out.Entries, entry.Entry{Name: f.Name, Obj: b})
+	}
+	if joined != nil {
+		out.Data = newPartsStore(data, joined)
 	}
 	log.Info("snapshot shard resolved", "snapshot", info.Name, "uuid", info.UUID, "index", s.Index, "index_id", ix.ID,
 		"shard", s.Shard, "files", len(out.Entries), "generation", gen)

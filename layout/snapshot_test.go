@@ -90,3 +90,132 @@ func TestSnapshotResolve(t *testing.T) {
 		}
 	}
 }
+
+// A repository with a chunk size: each data file stored as
+// __<uuid>.part0 ... .partN reads as the parts joined, at every offset
+// and across the parts' edges; a part missing or of another length is a
+// problem naming it, and a part replaced under a reader fails the read
+// as changed.
+func TestSnapshotResolveJoinsParts(t *testing.T) {
+	root := t.TempDir()
+	var keys []string
+	put := func(key string, data []byte) error {
+		keys = append(keys, key)
+		p := filepath.Join(root, key)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(p, data, 0o644)
+	}
+	files := map[string][]byte{}
+	for name, size := range map[string]int64{"_0.cfs": 10_000, "_0.cfe": 1000, "_0.si": 400, "segments_1": 300, "_1.fdt": 4096} {
+		b, err := lucenegen.GenerateFile(name, max(size, lucenegen.GeneratedMinSize(name)), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = b
+	}
+	r := snaprepo.New(put, snaprepo.Options{Seed: 2, PartSize: 1024, Compress: true})
+	if _, err := r.Snapshot("s1", snaprepo.Shard{Index: "logs", Files: files}); err != nil {
+		t.Fatal(err)
+	}
+	open := func(ctx context.Context, sub string) (fetcher.Store, error) {
+		return fetcher.Open(ctx, "file://"+filepath.Join(root, sub), fetcher.Config{})
+	}
+	ctx := context.Background()
+	sh, err := layout.Snapshot{Index: "logs"}.Resolve(ctx, open, "", quiet)
+	if err != nil || sh.Err() != nil {
+		t.Fatalf("%v, %v", err, sh.Err())
+	}
+	joined := 0
+	for _, e := range sh.Entries {
+		want := files[e.Name]
+		if e.Inline != nil {
+			continue
+		}
+		if int64(len(want)) > 1024 {
+			joined++
+			if _, err := os.Stat(filepath.Join(root, sh.Path, e.Obj.Key+".part1")); err != nil {
+				t.Errorf("%s: not stored in parts: %v", e.Name, err)
+			}
+		}
+		if e.Obj.Size != int64(len(want)) {
+			t.Fatalf("%s: %d bytes, want %d", e.Name, e.Obj.Size, len(want))
+		}
+		for _, rg := range [][2]int64{{0, e.Obj.Size}, {1000, 1050}, {1023, 1025}, {1024, 1024 + 1024}, {e.Obj.Size - 3, e.Obj.Size}, {5, 6}} {
+			if rg[1] > e.Obj.Size || rg[0] >= rg[1] {
+				continue
+			}
+			got := make([]byte, rg[1]-rg[0])
+			var last int
+			err := fetcher.ReadRangeProgress(ctx, sh.Data, e.Obj, rg[0], got, func(n int) {
+				if n < last {
+					t.Errorf("%s %v: progress went back from %d to %d", e.Name, rg, last, n)
+				}
+				last = n
+			})
+			if err != nil {
+				t.Fatalf("%s %v: %v", e.Name, rg, err)
+			}
+			if string(got) != string(want[rg[0]:rg[1]]) || last != len(got) {
+				t.Errorf("%s %v: wrong bytes (progress told %d of %d)", e.Name, rg, last, len(got))
+			}
+		}
+		if st, err := sh.Data.Stat(ctx, e.Obj.Key); err != nil || st != e.Obj {
+			t.Errorf("%s: Stat %+v, %v; want %+v", e.Name, st, err, e.Obj)
+		}
+	}
+	if joined != 2 {
+		t.Fatalf("%d files of more than one part, want 2 (_0.cfs, _1.fdt; _0.cfe fits one)", joined)
+	}
+
+	// A part replaced under the mount: the read fails as changed.
+	var cfs fetcher.Object
+	for _, e := range sh.Entries {
+		if e.Name == "_0.cfs" {
+			cfs = e.Obj
+		}
+	}
+	part1 := filepath.Join(root, sh.Path, cfs.Key+".part1")
+	b, err := os.ReadFile(part1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 1
+	if err := os.WriteFile(part1+".new", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(part1+".new", part1); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Data.ReadRange(ctx, cfs, 1000, make([]byte, 100)); !errors.Is(err, fetcher.ErrChanged) {
+		t.Errorf("read across a replaced part: %v, want ErrChanged", err)
+	}
+	if st, err := sh.Data.Stat(ctx, cfs.Key); err != nil || st.ETag == cfs.ETag {
+		t.Errorf("Stat after a part changed: %+v, %v; want a new ETag", st, err)
+	}
+
+	// A part gone, and a part of another length: each a problem naming
+	// the part and the file.
+	if err := os.Remove(filepath.Join(root, sh.Path, cfs.Key+".part3")); err != nil {
+		t.Fatal(err)
+	}
+	var fdt string
+	for _, e := range sh.Entries {
+		if e.Name == "_1.fdt" {
+			fdt = filepath.Join(root, sh.Path, e.Obj.Key+".part0")
+		}
+	}
+	if err := os.Truncate(fdt, 1000); err != nil {
+		t.Fatal(err)
+	}
+	sh, err = layout.Snapshot{Index: "logs"}.Resolve(ctx, open, "", quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(sh.Problems, "\n")
+	if len(sh.Problems) != 2 || !strings.Contains(got, "part 3 of _0.cfs, which does not exist") ||
+		!strings.Contains(got, "part 0 of _1.fdt is 1024 bytes") || sh.Err() == nil {
+		t.Errorf("problems %q, want part 3 of _0.cfs missing and part 0 of _1.fdt short", sh.Problems)
+	}
+}
