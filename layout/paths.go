@@ -91,8 +91,14 @@ const urlBase64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 // bytes of indexUUID + decimal shard + category + kind, encoded by alg.
 // An alg other than the two defined is a caller's bug and panics.
 func PathHash(alg HashAlgorithm, indexUUID string, shard int, category, kind string) string {
+	return hashString(alg, indexUUID+strconv.Itoa(shard)+category+kind)
+}
+
+// hashString is the 64-bit FNV-1a hash of s's UTF-8 bytes, encoded by
+// alg, as RemoteStoreEnums.PathHashAlgorithm writes it.
+func hashString(alg HashAlgorithm, s string) string {
 	h := fnv.New64a()
-	h.Write([]byte(indexUUID + strconv.Itoa(shard) + category + kind))
+	h.Write([]byte(s))
 	sum := h.Sum64()
 	switch alg {
 	case FNV1aBase64:
@@ -105,7 +111,33 @@ func PathHash(alg HashAlgorithm, indexUUID string, shard int, category, kind str
 		}
 		return b.String()
 	}
-	panic(fmt.Sprintf("layout: PathHash with unknown %v", alg))
+	panic(fmt.Sprintf("layout: hash with unknown %v", alg))
+}
+
+// SnapshotShardPath returns the directory, below a snapshot repository's
+// bucket root, of one shard of an index: base/indices/<id>/<shard> for
+// the fixed path type (every Elasticsearch repository, and OpenSearch's
+// default); for the hashed ones (an index snapshotted with the
+// repository's shard_path_type set, OpenSearch 2.17 on) the
+// FNV1aComposite1 hash of the decimal shard number then the index id
+// comes before the base path (hashed_prefix) or after it
+// (hashed_infix), as BlobStoreRepository.shardPath builds it. The
+// cluster's cluster.snapshot.shard.path.prefix (default none) is not
+// applied.
+func SnapshotShardPath(pt PathType, base, indexID string, shard int) string {
+	sh := strconv.Itoa(shard)
+	var elems []string
+	switch pt {
+	case Fixed:
+		elems = []string{base, "indices", indexID, sh}
+	case HashedPrefix:
+		elems = []string{hashString(FNV1aComposite1, sh+indexID), base, "indices", indexID, sh}
+	case HashedInfix:
+		elems = []string{base, hashString(FNV1aComposite1, sh+indexID), "indices", indexID, sh}
+	default:
+		panic(fmt.Sprintf("layout: SnapshotShardPath with unknown %v", pt))
+	}
+	return joinElems(elems)
 }
 
 // ShardPath returns the key prefix, without a leading or trailing "/",
@@ -132,10 +164,17 @@ func ShardPath(pt PathType, alg HashAlgorithm, base, indexUUID string, shard int
 	default:
 		panic(fmt.Sprintf("layout: ShardPath with unknown %v", pt))
 	}
+	return joinElems(elems)
+}
+
+// joinElems joins path elements with "/", leaving out the empty ones (no
+// base path) and the slashes around each.
+func joinElems(elems []string) string {
 	var b strings.Builder
 	for _, e := range elems {
+		e = strings.Trim(e, "/")
 		if e == "" {
-			continue // no base path
+			continue
 		}
 		if b.Len() > 0 {
 			b.WriteByte('/')

@@ -72,6 +72,36 @@ func TestShardPath(t *testing.T) {
 	}
 }
 
+// A snapshot shard's directory: the hash is FNV1aComposite1 of the
+// decimal shard number then the index id (BlobStoreRepository.shardPath
+// builds SnapshotShardPathInput.hashPath as shardId, indexUUID). No test
+// of OpenSearch's states a vector; these are computed from that
+// definition, and the hash itself is the one TestPathHash checks against
+// OpenSearch's vectors.
+func TestSnapshotShardPath(t *testing.T) {
+	const id = "k2ijhe877d7yuhx7"
+	for _, c := range []struct {
+		pt    PathType
+		base  string
+		shard int
+		want  string
+	}{
+		{Fixed, "xjsdhj/ddjsha", 10, "xjsdhj/ddjsha/indices/" + id + "/10"},
+		{Fixed, "", 0, "indices/" + id + "/0"},
+		{HashedPrefix, "xjsdhj/ddjsha", 10, "F11001011111111/xjsdhj/ddjsha/indices/" + id + "/10"},
+		{HashedPrefix, "xjsdhj/ddjsha", 0, "-10100010111110/xjsdhj/ddjsha/indices/" + id + "/0"},
+		{HashedPrefix, "", 10, "F11001011111111/indices/" + id + "/10"},
+		{HashedInfix, "/xjsdhj/ddjsha/", 10, "xjsdhj/ddjsha/F11001011111111/indices/" + id + "/10"},
+	} {
+		if got := SnapshotShardPath(c.pt, c.base, id, c.shard); got != c.want {
+			t.Errorf("SnapshotShardPath(%v, %q, %d) = %q, want %q", c.pt, c.base, c.shard, got, c.want)
+		}
+	}
+	if got := hashString(FNV1aComposite1, "10"+id); got != PathHash(FNV1aComposite1, "", 10, id, "") {
+		t.Errorf("hash of shard then id %q differs from PathHash's concatenation", got)
+	}
+}
+
 func TestParsePathType(t *testing.T) {
 	tests := []struct {
 		in   string

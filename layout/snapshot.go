@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"path"
 	"strconv"
 
 	"github.com/segfs/segfs/entry"
@@ -28,7 +27,7 @@ type Snapshot struct {
 type SnapshotShard struct {
 	Data     fetcher.Store
 	Entries  []entry.Entry
-	Problems []string
+	Problems []Problem
 	Info     snapshot.SnapshotInfo
 	IndexID  string
 	Path     string // the shard directory below the root
@@ -48,7 +47,7 @@ func (s *SnapshotShard) Err() error {
 	if n := len(s.Problems) - 1; n > 0 {
 		more = fmt.Sprintf(" (and %d more)", n)
 	}
-	return fmt.Errorf("%w: snapshot %s: %s%s", ErrLayout, s.Info.Name, s.Problems[0], more)
+	return fmt.Errorf("%w: snapshot %s: %s%s", ErrLayout, s.Info.Name, s.Problems[0].Detail, more)
 }
 
 // Resolve finds the shard in the repository below base: index.latest
@@ -66,37 +65,26 @@ func (s Snapshot) Resolve(ctx context.Context, open Opener, base string, log *sl
 	if s.Shard < 0 {
 		return nil, fmt.Errorf("--shard %d: must not be negative", s.Shard)
 	}
-	root, err := open(ctx, base)
+	top, err := open(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	latest, err := readSmall(ctx, root, "index.latest")
+	repo, err := readRoot(ctx, top, base)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, root, err)
+		return nil, err
 	}
-	gen, err := snapshot.ParseLatest(latest)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, root, err)
-	}
-	raw, err := readSmall(ctx, root, snapshot.IndexN(gen))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, root, err)
-	}
-	repo, err := snapshot.ParseIndexN(raw, gen)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, root, err)
-	}
+	gen := repo.Generation
 	info, ix, err := repo.Pick(s.Name, s.Index)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, root, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, top, err)
 	}
-	shardPath := path.Join(base, "indices", ix.ID, strconv.Itoa(s.Shard))
+	shardPath := SnapshotShardPath(PathType(ix.ShardPathType), base, ix.ID, s.Shard)
 	data, err := open(ctx, shardPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: shard %d of index %s at %s: %w", ErrLayout, s.Shard, s.Index, shardPath, err)
 	}
 	snapName := "snap-" + info.UUID + ".dat"
-	raw, err = readSmall(ctx, data, snapName)
+	raw, err := readSmall(ctx, data, snapName)
 	if err != nil {
 		return nil, fmt.Errorf("%w: shard %d of index %s in snapshot %s: %w", ErrLayout, s.Shard, s.Index, info.Name, err)
 	}
@@ -131,19 +119,21 @@ func (s Snapshot) Resolve(ctx context.Context, open Opener, base string, log *sl
 	each:
 		for i, part := range parts {
 			b, ok := byName[part.Blob]
+			pr := Problem{File: FileEntry{Name: f.Name, Length: f.Length, Checksum: out.Checksums[f.Name]}, Missing: !ok, Size: b.Size}
 			switch {
 			case !ok && len(parts) > 1:
-				out.Problems = append(out.Problems, fmt.Sprintf("names blob %s for part %d of %s, which does not exist", part.Blob, i, f.Name))
+				pr.Detail = fmt.Sprintf("names blob %s for part %d of %s, which does not exist", part.Blob, i, f.Name)
 			case !ok:
-				out.Problems = append(out.Problems, fmt.Sprintf("names blob %s for %s, which does not exist", part.Blob, f.Name))
+				pr.Detail = fmt.Sprintf("names blob %s for %s, which does not exist", part.Blob, f.Name)
 			case b.Size != part.Len && len(parts) > 1:
-				out.Problems = append(out.Problems, fmt.Sprintf("says part %d of %s is %d bytes; its blob %s is %d", i, f.Name, part.Len, b.Key, b.Size))
+				pr.Detail = fmt.Sprintf("says part %d of %s is %d bytes; its blob %s is %d", i, f.Name, part.Len, b.Key, b.Size)
 			case b.Size != part.Len:
-				out.Problems = append(out.Problems, fmt.Sprintf("says %s is %d bytes; its blob %s is %d", f.Name, f.Length, b.Key, b.Size))
+				pr.Detail = fmt.Sprintf("says %s is %d bytes; its blob %s is %d", f.Name, f.Length, b.Key, b.Size)
 			default:
 				objs = append(objs, b)
 				continue
 			}
+			out.Problems = append(out.Problems, pr)
 			break each // one problem per file
 		}
 		switch {

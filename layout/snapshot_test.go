@@ -91,7 +91,7 @@ func TestSnapshotResolve(t *testing.T) {
 	}
 }
 
-// A repository with a chunk size: each data file stored as
+// A repository with a chunk size and hashed shard paths: each data file stored as
 // __<uuid>.part0 ... .partN reads as the parts joined, at every offset
 // and across the parts' edges; a part missing or of another length is a
 // problem naming it, and a part replaced under a reader fails the read
@@ -115,7 +115,7 @@ func TestSnapshotResolveJoinsParts(t *testing.T) {
 		}
 		files[name] = b
 	}
-	r := snaprepo.New(put, snaprepo.Options{Seed: 2, PartSize: 1024, Compress: true})
+	r := snaprepo.New(put, snaprepo.Options{Base: "b", Seed: 2, PartSize: 1024, Compress: true, ShardPathType: layout.HashedInfix})
 	if _, err := r.Snapshot("s1", snaprepo.Shard{Index: "logs", Files: files}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,9 +123,12 @@ func TestSnapshotResolveJoinsParts(t *testing.T) {
 		return fetcher.Open(ctx, "file://"+filepath.Join(root, sub), fetcher.Config{})
 	}
 	ctx := context.Background()
-	sh, err := layout.Snapshot{Index: "logs"}.Resolve(ctx, open, "", quiet)
+	sh, err := layout.Snapshot{Index: "logs"}.Resolve(ctx, open, "b", quiet)
 	if err != nil || sh.Err() != nil {
 		t.Fatalf("%v, %v", err, sh.Err())
+	}
+	if !strings.HasPrefix(sh.Path, "b/") || strings.HasPrefix(sh.Path, "b/indices/") {
+		t.Errorf("shard directory %s, want the hashed infix path below b/", sh.Path)
 	}
 	joined := 0
 	for _, e := range sh.Entries {
@@ -209,13 +212,17 @@ func TestSnapshotResolveJoinsParts(t *testing.T) {
 	if err := os.Truncate(fdt, 1000); err != nil {
 		t.Fatal(err)
 	}
-	sh, err = layout.Snapshot{Index: "logs"}.Resolve(ctx, open, "", quiet)
+	sh, err = layout.Snapshot{Index: "logs"}.Resolve(ctx, open, "b", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(sh.Problems, "\n")
+	var details []string
+	for _, p := range sh.Problems {
+		details = append(details, p.Detail)
+	}
+	got := strings.Join(details, "\n")
 	if len(sh.Problems) != 2 || !strings.Contains(got, "part 3 of _0.cfs, which does not exist") ||
 		!strings.Contains(got, "part 0 of _1.fdt is 1024 bytes") || sh.Err() == nil {
-		t.Errorf("problems %q, want part 3 of _0.cfs missing and part 0 of _1.fdt short", sh.Problems)
+		t.Errorf("problems %q, want part 3 of _0.cfs missing and part 0 of _1.fdt short", details)
 	}
 }

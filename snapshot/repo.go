@@ -27,10 +27,35 @@ type SnapshotInfo struct {
 const StateSuccess = 1
 
 // IndexInfo is one index of index-N: its id (its directory under
-// indices/) and the snapshots that hold it.
+// indices/), the snapshots that hold it and, from Elasticsearch 7.6 on,
+// the current generation of each of its shards (one entry per shard;
+// an entry may be null).
 type IndexInfo struct {
-	ID        string   `json:"id"`
-	Snapshots []string `json:"snapshots"` // snapshot uuids
+	ID               string    `json:"id"`
+	Snapshots        []string  `json:"snapshots"` // snapshot uuids
+	ShardGenerations []*string `json:"shard_generations,omitempty"`
+	// ShardPathType is where the index's shard directories are: 0 (none
+	// written: every Elasticsearch repository) indices/<id>/<shard>
+	// below the base path, 1 and 2 hashed (OpenSearch's PathType codes
+	// hashed_prefix and hashed_infix).
+	ShardPathType int `json:"shard_path_type,omitempty"`
+}
+
+// State names a snapshot's state code (SnapshotState).
+func State(code int) string {
+	switch code {
+	case 0:
+		return "IN_PROGRESS"
+	case StateSuccess:
+		return "SUCCESS"
+	case 2:
+		return "FAILED"
+	case 3:
+		return "PARTIAL"
+	case 4:
+		return "INCOMPATIBLE"
+	}
+	return fmt.Sprintf("STATE_%d", code)
 }
 
 // ParseLatest reads index.latest: the big-endian generation N of the
@@ -65,6 +90,9 @@ func ParseIndexN(raw []byte, gen int64) (*Repository, error) {
 	for name, ix := range doc.Indices {
 		if !plainName(ix.ID) {
 			return nil, fmt.Errorf("%w: %s: index %s has id %q", ErrBlob, IndexN(gen), name, ix.ID)
+		}
+		if ix.ShardPathType < 0 || ix.ShardPathType > 2 {
+			return nil, fmt.Errorf("%w: %s: index %s has shard_path_type %d, not one segfs knows (0, 1 or 2)", ErrBlob, IndexN(gen), name, ix.ShardPathType)
 		}
 	}
 	for _, s := range doc.Snapshots {

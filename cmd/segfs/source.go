@@ -89,6 +89,9 @@ type source struct {
 	shard   *layout.Shard     // the resolved shard; nil for the plain layout
 	index   bool              // the mount's root is one index's directory (a shard's layout)
 	sums    map[string]uint64 // a snapshot's recorded checksums, by file name
+	// problems are the layout's files its store does not hold as its
+	// metadata says (with tolerate; else openSource fails).
+	problems []layout.Problem
 	// relist lists the source again for a refresh of the view (the
 	// entries and the keys listed); nil when the view is fixed (a
 	// shard mounted at a named --metadata).
@@ -169,7 +172,7 @@ func openShard(ctx context.Context, src string, f layoutFlags, cfg fetcher.Confi
 	if err := shard.Err(); err != nil && !tolerate {
 		return nil, err
 	}
-	out := &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), shard: shard, index: true}
+	out := &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), shard: shard, index: true, problems: shard.Problems}
 	if o.Metadata == "" || o.Metadata == "newest" {
 		// The metadata prefix's requests count with the data's: one
 		// source in /stats.
@@ -239,5 +242,5 @@ func openSnapshot(ctx context.Context, src string, f layoutFlags, cfg fetcher.Co
 	if err := shard.Err(); err != nil && !tolerate {
 		return nil, err
 	}
-	return &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), index: true, sums: shard.Checksums}, nil
+	return &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), index: true, sums: shard.Checksums, problems: shard.Problems}, nil
 }

@@ -120,14 +120,12 @@ func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyF
 	}
 	var known []verifyResult
 	expected := src.checksums()
-	if src.shard != nil {
-		for _, p := range src.shard.Problems {
-			r := verifyResult{Name: p.File.Name, Size: p.File.Length, Expected: lucene.FormatChecksum(p.File.Checksum), Status: statusDamaged, Problem: p.Detail}
-			if p.Missing {
-				r.Status = statusMissing
-			}
-			known = append(known, r)
+	for _, p := range src.problems {
+		r := verifyResult{Name: p.File.Name, Size: p.File.Length, Expected: lucene.FormatChecksum(p.File.Checksum), Status: statusDamaged, Problem: p.Detail}
+		if p.Missing {
+			r.Status = statusMissing
 		}
+		known = append(known, r)
 	}
 	eng, err := newEngine(engineConfig{
 		store:  src.store,

@@ -277,7 +277,14 @@ func (s *osShard) verify(t *testing.T, args ...string) (int, string) {
 // and output.
 func runVerify(t *testing.T, env []string, source string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(needSegfs(t), append(append([]string{"verify"}, args...), source)...)
+	return runSegfs(t, env, "verify", source, args...)
+}
+
+// runSegfs runs segfs CMD args SOURCE and returns its exit code and
+// output (stdout and stderr).
+func runSegfs(t *testing.T, env []string, command, source string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(needSegfs(t), append(append([]string{command}, args...), source)...)
 	cmd.Env = harness.ChildEnv(env...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -287,7 +294,7 @@ func runVerify(t *testing.T, env []string, source string, args ...string) (int, 
 	case errors.As(err, &exit):
 		return exit.ExitCode(), string(out)
 	}
-	t.Fatalf("segfs verify: %v", err)
+	t.Fatalf("segfs %s: %v", command, err)
 	return 0, ""
 }
 

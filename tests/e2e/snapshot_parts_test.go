@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/snapshot"
 	"github.com/segfs/segfs/tests/harness"
 	"github.com/segfs/segfs/tests/localstore"
@@ -18,7 +19,9 @@ import (
 )
 
 // A repository with a chunk_size below its files' lengths (each data
-// file in __<uuid>.part0 ... .partN): the mount shows each file as its
+// file in __<uuid>.part0 ... .partN) and hashed shard paths (the shard's
+// directory under a hash before the base path, as OpenSearch's
+// shard_path_type hashed_prefix puts it): the mount shows each file as its
 // parts joined, byte-exact, CheckIndex finds the real Lucene's index
 // clean through it, and restore and verify --deep read it whole.
 func TestSnapshotLayoutParts(t *testing.T) {
@@ -42,19 +45,25 @@ func TestSnapshotLayoutParts(t *testing.T) {
 		t.Fatalf("only %d files of the index are above %d bytes; the test needs files in parts", many, partSize)
 	}
 	bucket := newBucket(t, srv)
-	var parts int
+	var parts, outside int
 	put := func(key string, data []byte) error {
 		if strings.Contains(key, ".part") {
 			parts++
 		}
+		if !strings.HasPrefix(key, "repo/") {
+			outside++ // a shard's blob under its hash
+		}
 		_, err := srv.PutBytes(ctx, bucket, key, data)
 		return err
 	}
-	r := snaprepo.New(put, snaprepo.Options{Base: "repo", Seed: 38, Compress: true, PartSize: partSize})
+	r := snaprepo.New(put, snaprepo.Options{Base: "repo", Seed: 38, Compress: true, PartSize: partSize, ShardPathType: layout.HashedPrefix})
 	if _, err := r.Snapshot("s1", snaprepo.Shard{Index: "logs", Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d files, %d of them above %d bytes, in %d parts", len(files), many, partSize, parts)
+	if outside == 0 {
+		t.Fatal("no blob outside the base path: the shard paths are not hashed")
+	}
 	args := []string{"--layout", "snapshot", "--index", "logs", "--shard", "0"}
 	m := mountS3(t, srv, "s3://"+bucket+"/repo", args...)
 	for n, data := range files {

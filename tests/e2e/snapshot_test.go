@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/harness"
 	"github.com/segfs/segfs/tests/localstore"
 	"github.com/segfs/segfs/tests/snaprepo"
@@ -88,6 +90,45 @@ func TestSnapshotLayoutMount(t *testing.T) {
 		})
 	}
 
+	// segfs snapshots lists both snapshots and the shard of each index
+	// they hold, with its files and bytes.
+	list := func(extra ...string) (int, string) {
+		return runSegfs(t, srv.Env(), "snapshots", "s3://"+bucket+"/repo",
+			append([]string{"--endpoint", srv.Endpoint(), "--path-style", "--region", harness.Region}, extra...)...)
+	}
+	code, out := list("--json")
+	var cat layout.Catalog
+	if err := json.Unmarshal([]byte(out), &cat); code != 0 || err != nil {
+		t.Fatalf("segfs snapshots --json: exit %d, %v:\n%s", code, err, out)
+	}
+	type row struct {
+		snap, index string
+		files       int
+		size        int64
+	}
+	var got []row
+	for _, s := range cat.Snapshots {
+		for _, ix := range s.Indices {
+			for _, sh := range ix.Shards {
+				got = append(got, row{s.Name, ix.Name, sh.Files, sh.Bytes})
+			}
+		}
+	}
+	total := func(files map[string][]byte) (n int64) {
+		for _, b := range files {
+			n += int64(len(b))
+		}
+		return n
+	}
+	wantRows := []row{{"nightly-1", "logs", len(first), total(first)}, {"nightly-1", "other", 1, 8}, {"nightly-2", "logs", len(second), total(second)}}
+	if !slices.Equal(got, wantRows) {
+		t.Errorf("segfs snapshots --json lists %+v, want %+v", got, wantRows)
+	}
+	if code, out := list("--index", "other"); code != 0 || !strings.Contains(out, "nightly-1") || strings.Contains(out, "nightly-2") ||
+		!strings.Contains(out, "SUCCESS") || !strings.Contains(out, "1 shard snapshots") {
+		t.Errorf("segfs snapshots --index other: exit %d, want nightly-1's shard alone:\n%s", code, out)
+	}
+
 	// segfs restore of the newest snapshot writes the shard's files.
 	dest := t.TempDir()
 	mustRestore(t, srv, "s3://"+bucket+"/repo", dest, "--layout", "snapshot", "--index", "logs", "--shard", "0")
@@ -150,7 +191,10 @@ func TestSnapshotLayoutMount(t *testing.T) {
 	if err := os.Remove(blobOf); err != nil {
 		t.Fatal(err)
 	}
-	out := mountFails(t, harness.MountOptions{Source: "s3://" + bucket + "/repo", Server: srv,
+	if code, out := verify(); code != 1 || !strings.Contains(out, victim) || !strings.Contains(out, "missing") {
+		t.Errorf("verify with the blob of %s gone: exit %d, want 1 naming it missing:\n%s", victim, code, out)
+	}
+	out = mountFails(t, harness.MountOptions{Source: "s3://" + bucket + "/repo", Server: srv,
 		Args: []string{"--layout", "snapshot", "--index", "logs", "--shard", "0"}})
 	if !strings.Contains(out, victim) || !strings.Contains(out, "does not exist") {
 		t.Errorf("the refusal does not name %s as missing:\n%s", victim, out)

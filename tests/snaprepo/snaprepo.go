@@ -9,13 +9,13 @@ package snaprepo
 import (
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"path"
 	"slices"
 	"strings"
 
+	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/lucene"
 	"github.com/segfs/segfs/snapshot"
 )
@@ -36,6 +36,13 @@ type Options struct {
 	Seed     uint64
 	Compress bool  // the repository's compress setting: DEFLATE metadata
 	PartSize int64 // chunk_size; 0: none (every file one part)
+	// NoShardGenerations writes index-N as clusters before Elasticsearch
+	// 7.6 did: no shard_generations, so no shard count.
+	NoShardGenerations bool
+	// ShardPathType puts the shard directories where OpenSearch does for
+	// a repository's shard_path_type (layout.SnapshotShardPath), and
+	// index-N says so.
+	ShardPathType layout.PathType
 }
 
 // Repo writes snapshots into one repository. Not safe for concurrent use.
@@ -74,13 +81,17 @@ func (r *Repo) Snapshot(name string, shards ...Shard) (string, error) {
 	for _, sh := range shards {
 		ix := r.indices[sh.Index]
 		if ix == nil {
-			ix = &snapshot.IndexInfo{ID: r.uuid()}
+			ix = &snapshot.IndexInfo{ID: r.uuid(), ShardPathType: int(r.o.ShardPathType)}
 			r.indices[sh.Index] = ix
 		}
 		if !slices.Contains(ix.Snapshots, uuid) {
 			ix.Snapshots = append(ix.Snapshots, uuid)
 		}
-		dir := path.Join(r.o.Base, "indices", ix.ID, fmt.Sprint(sh.Shard))
+		for !r.o.NoShardGenerations && len(ix.ShardGenerations) <= sh.Shard {
+			gen := r.uuid()
+			ix.ShardGenerations = append(ix.ShardGenerations, &gen)
+		}
+		dir := layout.SnapshotShardPath(r.o.ShardPathType, r.o.Base, ix.ID, sh.Shard)
 		ss := &snapshot.ShardSnapshot{Name: name, IndexVersion: 1}
 		for _, n := range slices.Sorted(func(yield func(string) bool) {
 			for n := range sh.Files {
