@@ -86,6 +86,10 @@ type Fill struct {
 type Dir struct {
 	Files []fetcher.Object
 	Names []string // the files' names in the directory, by index
+	// Inline names the directory's files held in memory, with no object
+	// to fetch (a snapshot's virtual .si and segments_N): they are not
+	// in Files, but they tell that the directory holds an index.
+	Inline []string
 
 	seen      atomic.Bool
 	seenAt    atomic.Int64 // when FirstSeen was first called, in Unix nanoseconds
@@ -122,7 +126,7 @@ func (d *Dir) SeenAt() int64 { return d.seenAt.Load() }
 // or a segment's .si file.
 func (d *Dir) HoldsIndex() bool {
 	d.indexOnce.Do(func() {
-		for _, n := range d.Names {
+		for _, n := range slices.Concat(d.Names, d.Inline) {
 			base := path.Base(n)
 			if strings.HasPrefix(base, "segments_") || strings.HasSuffix(base, ".si") {
 				d.index = true

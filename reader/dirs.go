@@ -24,20 +24,22 @@ type Place struct {
 // Dirs builds the engine's model of the directories of entries: each
 // directory's Dir by its path (as path.Split gives it: "" for the root,
 // else "a/b/"), and each entry's Place, at the same index. An inline
-// entry has nothing to prefetch: its Place is the zero one, and a
-// directory of inline entries alone has no Dir.
+// entry has nothing to prefetch: its Place is the zero one, and it is
+// among its Dir's Inline names alone (a snapshot's virtual segments_N
+// still tells that its directory holds an index).
 func Dirs(entries []Entry) (map[string]Dir, []Place) {
 	dirs := make(map[string]Dir)
 	places := make([]Place, len(entries))
 	for i, e := range entries {
-		if e.Inline != nil {
-			continue
-		}
 		dir, base := path.Split(e.Name)
 		d, ok := dirs[dir]
 		if !ok {
 			d = Dir{&prefetch.Dir{}}
 			dirs[dir] = d
+		}
+		if e.Inline != nil {
+			d.d.Inline = append(d.d.Inline, base)
+			continue
 		}
 		places[i] = Place{d.d, d.d.Add(base, e.Obj)}
 	}

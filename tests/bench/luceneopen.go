@@ -53,11 +53,15 @@ const (
 
 	// lucenePrefix holds the plain upload; luceneOSBase the OpenSearch
 	// repository.
-	lucenePrefix   = "lucene"
-	luceneOSBase   = "lucene-os"
-	luceneOSUUID   = "bEnChLuCeNeInDeXuUiD1"
-	luceneQueries  = 200
-	luceneJVMLimit = 10 * time.Minute // one JVM run: warm-up, open, queries
+	lucenePrefix = "lucene"
+	luceneOSBase = "lucene-os"
+	// luceneSnapBase is the snapshot repository holding the index as
+	// index luceneSnapIndex, shard 0.
+	luceneSnapBase  = "lucene-snap"
+	luceneSnapIndex = "lucene"
+	luceneOSUUID    = "bEnChLuCeNeInDeXuUiD1"
+	luceneQueries   = 200
+	luceneJVMLimit  = 10 * time.Minute // one JVM run: warm-up, open, queries
 )
 
 // The indexes case 8 opens: the quick one is the tool's default size
@@ -81,6 +85,7 @@ type luceneSet struct {
 	lu           harness.Lucene
 	local, warm  string   // the index and the warm-up index on local disk
 	objs, osObjs []object // the plain upload's objects and the OpenSearch blobs
+	snapObjs     []object // the snapshot repository's blobs
 	tenObjs      []object // the ten copies of the warm-up index
 	tenLocal     string   // and on local disk, in its subdirectories 0 to 9
 	warmBytes    int64
@@ -188,8 +193,11 @@ func (b *bench) luceneSetup(ctx context.Context) (*luceneSet, error) {
 	for n, key := range ref.Blobs {
 		set.osObjs = append(set.osObjs, object{Key: key, Local: filepath.Join(set.local, n), Size: int64(len(files[n]))})
 	}
-	fmt.Printf("  lucene   uploaded %d files (%.0f MB) to s3://%s/%s and in the OpenSearch layout to s3://%s/%s in %v\n",
-		set.files, float64(set.bytes)/1e6, bucket, lucenePrefix, bucket, luceneOSBase, time.Since(start).Round(time.Millisecond))
+	if set.snapObjs, err = b.putSnapshot(ctx, luceneSnapBase, luceneSnapIndex, files); err != nil {
+		return nil, err
+	}
+	fmt.Printf("  lucene   uploaded %d files (%.0f MB) to s3://%s/%s, in the OpenSearch layout to s3://%s/%s and as a snapshot to s3://%s/%s in %v\n",
+		set.files, float64(set.bytes)/1e6, bucket, lucenePrefix, bucket, luceneOSBase, bucket, luceneSnapBase, time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
 	warmEnts, err := os.ReadDir(set.warm)
@@ -322,6 +330,8 @@ func (b *bench) luceneKind(ctx context.Context, set *luceneSet, kind string) ([]
 		os         bool
 	}{
 		{sysSegfs, "a cold mount of the plain upload, segfs's defaults", mountOpts{prep: set.objs}, lucenePrefix, false},
+		{sysSegfsSnapshot, "a cold mount of a snapshot repository holding the index (.si and segments_N virtual, in the metadata), segfs's defaults",
+			mountOpts{prep: set.snapObjs, prefix: luceneSnapBase, extra: []string{"--layout", "snapshot", "--index", luceneSnapIndex, "--shard", "0"}}, "", false},
 		{sysSegfsOpenSearch, "a mount of the OpenSearch-layout upload, after its mount-time segment prefetch", mountOpts{prep: set.osObjs, prefix: luceneOSBase,
 			extra: []string{"--layout", "opensearch", "--index-uuid", luceneOSUUID, "--shard", "0"}}, "", true},
 	} {

@@ -30,10 +30,13 @@ const (
 	// sysSegfsOpenSearch mounts case 8's index in OpenSearch's remote
 	// store layout.
 	sysSegfsOpenSearch = "segfs-opensearch"
-	sysLocal           = "local-file"
-	sysFileBased       = "file-based"
-	sysLimit           = "limit"
-	sysSingleGet       = "single-get"
+	// sysSegfsSnapshot mounts case 8's index, and restores case 2's
+	// shard, from a snapshot repository (--layout snapshot).
+	sysSegfsSnapshot = "segfs-snapshot"
+	sysLocal         = "local-file"
+	sysFileBased     = "file-based"
+	sysLimit         = "limit"
+	sysSingleGet     = "single-get"
 	// Case 7 compares one shard stored raw with the same shard stored
 	// with the hybrid compression policy.
 	sysRaw    = "raw"
@@ -58,7 +61,7 @@ const (
 // caseOrder and systemOrder sort the records for the table and the file.
 var (
 	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources, casePush, caseCmpSeq, caseCmpRandom, caseLuceneOpenMmap, caseLuceneQueriesMmap, caseLuceneOpenNio, caseLuceneQueriesNio}
-	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsRestore, sysSegfsRestoreNoCache, sysSegfsPassthrough, sysSegfsMmap, sysSegfsOpenSearch, sysRaw, sysHybrid}
+	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsRestore, sysSegfsRestoreNoCache, sysSegfsSnapshot, sysSegfsPassthrough, sysSegfsMmap, sysSegfsOpenSearch, sysRaw, sysHybrid}
 )
 
 // SortRecords orders records by case, baselines before segfs within a

@@ -8,15 +8,19 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
 
 	"github.com/segfs/segfs/tests/harness"
 	"github.com/segfs/segfs/tests/shard"
+	"github.com/segfs/segfs/tests/snaprepo"
 )
 
 // Case 2, segfs restore: the shard written straight to a fresh
@@ -26,18 +30,20 @@ import (
 // it includes the listing and the cache's opening, which the mount
 // cases do before theirs starts.
 func (b *bench) recoveryRestore(ctx context.Context) ([]Record, error) {
-	return b.restoreWith(ctx, sysSegfsRestore, "part cache on")
+	return b.restoreWith(ctx, sysSegfsRestore, "part cache on", shardPrefix, b.shardObjs)
 }
 
 // recoveryRestoreNoCache is the restore with --no-cache: the shard's
 // bytes go to the disk once, not also into the part cache.
 func (b *bench) recoveryRestoreNoCache(ctx context.Context) ([]Record, error) {
-	return b.restoreWith(ctx, sysSegfsRestoreNoCache, "--no-cache", "--no-cache")
+	return b.restoreWith(ctx, sysSegfsRestoreNoCache, "--no-cache", shardPrefix, b.shardObjs, "--no-cache")
 }
 
-func (b *bench) restoreWith(ctx context.Context, system, how string, extra ...string) ([]Record, error) {
+// restoreWith times segfs restore of the shard from s3://bucket/source
+// (with the layout flags in extra), prep the objects it reads.
+func (b *bench) restoreWith(ctx context.Context, system, how, source string, prep []object, extra ...string) ([]Record, error) {
 	rec := Record{System: system, Case: caseCopy,
-		What: fmt.Sprintf("cold: segfs restore of the %d-file shard s3://%s/%s to a fresh directory (--verify footer, %s), process start to exit, then sha256 of every file", len(b.shardObjs), bucket, shardPrefix, how)}
+		What: fmt.Sprintf("cold: segfs restore of the %d-file shard s3://%s/%s to a fresh directory (--verify footer, %s), process start to exit, then sha256 of every file", len(b.shardObjs), bucket, source, how)}
 	cacheDir, dst, cleanup, err := b.copyDirs()
 	if err != nil {
 		return failed(rec, err)
@@ -46,7 +52,7 @@ func (b *bench) restoreWith(ctx context.Context, system, how string, extra ...st
 	// The copies of the cases before leave their files' pages dirty;
 	// written back during this case, they would compete with its writes.
 	syscall.Sync()
-	if err := b.prepare(ctx, b.shardObjs); err != nil {
+	if err := b.prepare(ctx, prep); err != nil {
 		return failed(rec, err)
 	}
 	port, err := harness.FreePort()
@@ -59,10 +65,10 @@ func (b *bench) restoreWith(ctx context.Context, system, how string, extra ...st
 		"--endpoint", b.endpoint, "--path-style", "--region", harness.Region,
 		"--max-fetches", strconv.Itoa(b.cfg.maxFetches), "--part-size", partSizeFlag,
 		"--metrics-addr", addr}
-	if len(extra) == 0 {
+	if !slices.Contains(extra, "--no-cache") {
 		args = append(args, cacheDirFlag, cacheDir)
 	}
-	args = append(append(args, extra...), "s3://"+bucket+"/"+shardPrefix, dest)
+	args = append(append(args, extra...), "s3://"+bucket+"/"+source, dest)
 	cmd := exec.CommandContext(ctx, b.bins.Segfs, args...)
 	cmd.Env = harness.ChildEnv(b.srv.Env()...)
 	var out bytes.Buffer
@@ -196,4 +202,57 @@ func (b *bench) localDiskWrite(ctx context.Context) ([]Record, error) {
 	d := time.Since(start)
 	rec.Seconds, rec.Bytes, rec.MBps = d.Seconds(), n, MBps(n, d)
 	return []Record{rec}, nil
+}
+
+// recoveryRestoreSnapshot is the restore of the same shard from a
+// snapshot repository: --layout snapshot, the files as data blobs in the
+// shard's directory (no chunk size, as a repository's default).
+func (b *bench) recoveryRestoreSnapshot(ctx context.Context) ([]Record, error) {
+	const what = "part cache on; --layout snapshot, a snapshot repository holding the shard"
+	rec := Record{System: sysSegfsSnapshot, Case: caseCopy}
+	files := map[string][]byte{}
+	for _, o := range b.shardObjs {
+		data, err := os.ReadFile(o.Local)
+		if err != nil {
+			return failed(rec, err)
+		}
+		files[path.Base(o.Key)] = data
+	}
+	start := time.Now()
+	objs, err := b.putSnapshot(ctx, shardSnapBase, shardSnapIndex, files)
+	if err != nil {
+		return failed(rec, err)
+	}
+	clear(files)
+	fmt.Printf("  snapshot uploaded the shard as a snapshot to s3://%s/%s in %v\n", bucket, shardSnapBase, time.Since(start).Round(time.Millisecond))
+	recs, err := b.restoreWith(ctx, sysSegfsSnapshot, what, shardSnapBase, objs, "--layout", "snapshot", "--index", shardSnapIndex, "--shard", "0")
+	for i := range recs {
+		recs[i].System = sysSegfsSnapshot
+	}
+	return recs, err
+}
+
+// The snapshot repository case 2 restores from: the shard as shard 0 of
+// index shardSnapIndex.
+const (
+	shardSnapBase  = "shard-snap"
+	shardSnapIndex = "shard"
+)
+
+// putSnapshot writes files as shard 0 of index in a snapshot repository
+// below base, and returns its data blobs.
+func (b *bench) putSnapshot(ctx context.Context, base, index string, files map[string][]byte) ([]object, error) {
+	var objs []object
+	put := func(key string, data []byte) error {
+		if strings.Contains(path.Base(key), "__") && !strings.HasPrefix(path.Base(key), "v__") {
+			objs = append(objs, object{Key: key, Size: int64(len(data))})
+		}
+		_, err := b.srv.PutBytes(ctx, bucket, key, data)
+		return err
+	}
+	r := snaprepo.New(put, snaprepo.Options{Base: base, Seed: uint64(b.cfg.seed), Compress: true})
+	if _, err := r.Snapshot("bench", snaprepo.Shard{Index: index, Files: files}); err != nil {
+		return nil, fmt.Errorf("snapshot repository s3://%s/%s: %w", bucket, base, err)
+	}
+	return objs, nil
 }
