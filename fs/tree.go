@@ -49,6 +49,12 @@ type Root struct {
 	view sync.RWMutex
 
 	duringChange func() // test hook: run while a refresh holds view for writing; nil in production
+
+	// A repository mount's (SetLazy; nil otherwise): set before
+	// mounting.
+	lazy   Lazy
+	admit  func(files int) error
+	lazySt lazyState // the root's resolution
 }
 
 var _ = (gofs.NodeOnAdder)((*Root)(nil))
@@ -188,6 +194,8 @@ func dirNodeOf(inode *gofs.Inode) *dirNode {
 	case *dirNode:
 		return n
 	case *Root:
+		return &n.dirNode
+	case *lazyDir:
 		return &n.dirNode
 	}
 	return nil

@@ -31,6 +31,9 @@ type OpenSearch struct {
 	// name of one metadata file: a point-in-time view of an earlier
 	// refresh or commit.
 	Metadata string
+	// indexPathRead: the path type and hash are the index path file's
+	// already (a Repository read it), so Resolve does not look again.
+	indexPathRead bool
 }
 
 // MaxMetadataSize bounds the metadata file read into memory: a shard's
@@ -113,8 +116,10 @@ func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *
 	if o.Shard < 0 {
 		return nil, fmt.Errorf("--shard %d: must not be negative", o.Shard)
 	}
-	if err := o.pathsFromIndexFile(ctx, open, base, log); err != nil {
-		return nil, err
+	if !o.indexPathRead {
+		if err := o.pathsFromIndexFile(ctx, open, base, log); err != nil {
+			return nil, err
+		}
 	}
 	mdPath := ShardPath(o.PathType, o.HashAlgorithm, base, o.IndexUUID, o.Shard, "segments", "metadata")
 	dataPath := ShardPath(o.PathType, o.HashAlgorithm, base, o.IndexUUID, o.Shard, "segments", "data")

@@ -46,6 +46,12 @@ func TestParseHelperForm(t *testing.T) {
 			want: []string{"--allow-other", "--endpoint=http://127.0.0.1:7070", "--path-style", "--cache-dir=/var/cache/segfs"},
 		},
 		{
+			// A node's repository mount (docs/USAGE.md).
+			name: "repository",
+			args: []string{"-o", "ro,_netdev,allow_other,layout=opensearch,max_shards=500,cache_dir=/var/cache/segfs/node"},
+			want: []string{"--allow-other", "--layout=opensearch", "--max-shards=500", "--cache-dir=/var/cache/segfs/node"},
+		},
+		{
 			// What mount(8) and mount.fuse3 pass without -o ro.
 			name: "mount.fuse3 defaults",
 			args: []string{"-o", "rw,endpoint=x,dev,suid"},

@@ -48,6 +48,7 @@ type mountCmd struct {
 	PprofAddr           string        `name:"pprof-addr" help:"Serve Go profiles (heap, goroutines, CPU and execution traces on demand) at http://ADDR/debug/pprof/ (e.g. 127.0.0.1:6060), on a listener of their own: --metrics-addr never serves them. Off by default: profiles show the process's memory."`
 	Debug               bool          `help:"Log every FUSE request and its answer, at info level (very verbose)."`
 	Refresh             time.Duration `name:"refresh" default:"0" placeholder:"DURATION" help:"List the store again every DURATION (e.g. 30s) and change the view to it: new objects appear, removed ones go, an object whose ETag or size changed becomes a new file (a new inode) while handles opened before keep reading the old version as far as the cache or the store still holds it. With --layout opensearch: look for a newer metadata file (one listing of the metadata prefix; the data prefix is not listed again) and show its commit, its files before its segments_N. SIGHUP refreshes at once, with or without it. 0 (the default): the view stays as listed at mount until a SIGHUP."`
+	MaxShards           int           `name:"max-shards" default:"1000" placeholder:"N" help:"With a repository mount (--layout opensearch without --shard): most shards shown at once; the lookup of one more fails with EIO and a log line. Each shard's files count in the memory bound as it is looked up."`
 	KeepRemoved         time.Duration `name:"keep-removed" default:"1m" placeholder:"DURATION" help:"With --layout opensearch: how long a file that a newer commit no longer names stays visible after the refresh that dropped it, for the readers of the older commit that still open it. 0 removes it at once."`
 
 	AllowOther   bool          `name:"allow-other" xor:"allow" help:"Let every user use the mount (FUSE allow_other), as --uid, --gid, --file-mode and --dir-mode permit: the kernel checks them for each access (root bypasses them). Without it or --allow-root, only the mounting user may use the mount. A user other than root needs user_allow_other in /etc/fuse.conf."`
@@ -90,8 +91,18 @@ func checkFetchFlags(partSize byteSize, maxFetches int) error {
 }
 
 func (c *mountCmd) validate() error {
-	if err := c.layoutFlags.check(); err != nil {
+	if err := c.layoutFlags.checkMount(); err != nil {
 		return err
+	}
+	if c.repository() {
+		switch {
+		case c.Refresh > 0:
+			return fmt.Errorf("--refresh: a repository mount (--layout opensearch without --shard) does not refresh yet; each shard shows its newest metadata as of its first lookup")
+		case prefetch.Mode(c.Prefetch) == prefetch.All:
+			return fmt.Errorf("--prefetch all: a repository mount resolves its shards as they are used and has no listing to sweep; warm a shard's directory with segfs warm")
+		case c.MaxShards < 1:
+			return fmt.Errorf("--max-shards %d: must be at least 1", c.MaxShards)
+		}
 	}
 	if err := checkFetchFlags(c.PartSize, c.MaxFetches); err != nil {
 		return err
@@ -165,7 +176,13 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	src, err := openSource(ctx, c.Source, c.layoutFlags, c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log), c.MaxFetches, false, log)
+	var src *source
+	var tree *repoTree
+	if c.repository() {
+		src, tree, err = openRepository(ctx, c.Source, c.layoutFlags, c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log), c.MaxShards, log)
+	} else {
+		src, err = openSource(ctx, c.Source, c.layoutFlags, c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log), c.MaxFetches, false, log)
+	}
 	if err != nil {
 		return err
 	}
@@ -180,6 +197,10 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	checkFileLimit(fileNeedOf(c), log)
 
 	root := segfs.NewRoot(src.entries, rd, c.attr(), log)
+	if tree != nil {
+		// The memory bound grows with the files of the shards looked up.
+		root.SetLazy(tree, func(files int) error { eng.relisted(files); return nil })
+	}
 
 	var metrics *metricsServer
 	if c.MetricsAddr != "" || c.PprofAddr != "" {

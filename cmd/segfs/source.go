@@ -80,6 +80,16 @@ func (f layoutFlags) check() error {
 	return nil
 }
 
+// checkMount is check for a mount, which also takes the repository
+// form of --layout opensearch: no --shard (a whole repository, or with
+// --index-uuid one index).
+func (f layoutFlags) checkMount() error {
+	if !f.repository() {
+		return f.check()
+	}
+	return f.checkRepository()
+}
+
 // source is what a command serves: the store its files' bytes are read
 // from and the files, in listing order.
 type source struct {

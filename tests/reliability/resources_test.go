@@ -218,7 +218,7 @@ type bounds struct {
 // A handler's system call keeps its thread when it outlasts sysmon's
 // tick, and how often that happens depends on how busy the machine is,
 // not on segfs: 15 to 18 threads in all at 512 readers on a quiet
-// machine, 32 with other packages' tests running beside this one. So the
+// machine, 32 in one CI run (the test alone, on a busier machine). So the
 // bound counts the requests, like the goroutines' bound, and no term
 // counts open files. The fetch workers hold none: their sockets go
 // through the netpoller.

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/segfs/segfs/entry"
+	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/layout"
+)
+
+// repository reports whether the flags name a whole OpenSearch
+// repository, or one index of it, rather than one shard: the mount's
+// repository form (issue 37).
+func (f layoutFlags) repository() bool {
+	return f.Layout == "opensearch" && f.Shard < 0
+}
+
+// checkRepository refuses what the repository form does not take yet.
+func (f layoutFlags) checkRepository() error {
+	switch {
+	case f.PathType != "" || f.HashAlgorithm != "":
+		return fmt.Errorf("--path-type and --hash-algorithm name one shard's paths; a repository mount takes each index's from its remote-index-path file (the fixed type without one)")
+	case f.Metadata != "newest" && f.Metadata != "":
+		return fmt.Errorf("--metadata names one shard's metadata file; a repository mount shows each shard's newest")
+	}
+	return nil
+}
+
+// repoTree is the tree of a repository mount, resolved as it is used
+// (segfs.Lazy): MOUNTPOINT/<index-uuid>/<shard>/ for a repository, or
+// MOUNTPOINT/<shard>/ for one index (--index-uuid alone). Every shard
+// reads through one store, the repository's root, so one fetch pool and
+// one cache serve them all.
+type repoTree struct {
+	repo      *layout.Repository
+	maxShards int
+	log       *slog.Logger
+
+	resolved atomic.Int64 // shards resolved
+
+	mu      sync.Mutex
+	indices map[string]layout.IndexRef // by UUID, as first asked for
+}
+
+// openRepository opens the repository form of --layout opensearch: the
+// store of SOURCE's bucket (or directory) and the lazy tree.
+func openRepository(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, maxShards int, log *slog.Logger) (*source, *repoTree, error) {
+	if err := f.checkRepository(); err != nil {
+		return nil, nil, err
+	}
+	_, root, base, err := repository(src, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	top, err := fetcher.Open(ctx, root, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := &repoTree{repo: &layout.Repository{Top: top, Base: base, IndexUUID: f.IndexUUID, Log: log},
+		maxShards: maxShards, log: log, indices: map[string]layout.IndexRef{}}
+	if f.IndexUUID != "" {
+		if _, ok, err := t.index(ctx, f.IndexUUID); err != nil {
+			return nil, nil, err
+		} else if !ok {
+			return nil, nil, fmt.Errorf("%w: %s: no index %s below %q (no remote-index-path file, no directory)", layout.ErrLayout, top, f.IndexUUID, base)
+		}
+	}
+	return &source{store: top}, t, nil
+}
+
+// Depth implements segfs.Lazy: index and shard directories, or shard
+// directories alone for one index.
+func (t *repoTree) Depth() int {
+	if t.repo.IndexUUID != "" {
+		return 1
+	}
+	return 2
+}
+
+// split returns the index UUID and the rest of a directory path.
+func (t *repoTree) split(dir string) (uuid, rest string) {
+	if t.repo.IndexUUID != "" {
+		return t.repo.IndexUUID, dir
+	}
+	uuid, rest, _ = strings.Cut(dir, "/")
+	return uuid, rest
+}
+
+// index returns what the repository says of index uuid, asked once.
+func (t *repoTree) index(ctx context.Context, uuid string) (layout.IndexRef, bool, error) {
+	t.mu.Lock()
+	ref, ok := t.indices[uuid]
+	t.mu.Unlock()
+	if ok {
+		return ref, true, nil
+	}
+	ref, ok, err := t.repo.Index(ctx, uuid)
+	if err != nil || !ok {
+		return ref, ok, err
+	}
+	t.mu.Lock()
+	t.indices[uuid] = ref
+	t.mu.Unlock()
+	return ref, true, nil
+}
+
+// Dirs implements segfs.Lazy.
+func (t *repoTree) Dirs(ctx context.Context, dir string) ([]string, error) {
+	if dir == "" && t.Depth() == 2 {
+		return t.repo.Indices(ctx)
+	}
+	uuid, _ := t.split(dir)
+	ref, ok, err := t.index(ctx, uuid)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, fmt.Errorf("%w: index %s is no longer in the repository", layout.ErrLayout, uuid)
+	}
+	shards, err := t.repo.Shards(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(shards))
+	for i, n := range shards {
+		names[i] = strconv.Itoa(n)
+	}
+	return names, nil
+}
+
+// Has implements segfs.Lazy: an index made after the root was listed,
+// or a shard number its index's listing did not show.
+func (t *repoTree) Has(ctx context.Context, dir, name string) (bool, error) {
+	if dir == "" && t.Depth() == 2 {
+		_, ok, err := t.index(ctx, name)
+		return ok, err
+	}
+	n, err := strconv.Atoi(name)
+	if err != nil || n < 0 || strconv.Itoa(n) != name {
+		return false, nil
+	}
+	names, err := t.Dirs(ctx, dir)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range names {
+		if s == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Files implements segfs.Lazy: one shard resolved (its newest
+// metadata), at most maxShards in all.
+func (t *repoTree) Files(ctx context.Context, dir string) ([]entry.Entry, error) {
+	uuid, rest := t.split(dir)
+	shard, err := strconv.Atoi(strings.TrimSuffix(rest, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a shard's directory", dir)
+	}
+	ref, ok, err := t.index(ctx, uuid)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return nil, fmt.Errorf("%w: index %s is no longer in the repository", layout.ErrLayout, uuid)
+	}
+	if n := t.resolved.Add(1); n > int64(t.maxShards) {
+		t.resolved.Add(-1)
+		return nil, fmt.Errorf("--max-shards %d: that many shards are shown already", t.maxShards)
+	}
+	entries, err := t.repo.Shard(ctx, ref, shard, dir)
+	if err != nil {
+		t.resolved.Add(-1)
+		return nil, err
+	}
+	return entries, nil
+}

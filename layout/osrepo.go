@@ -1,0 +1,213 @@
+package layout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/segfs/segfs/entry"
+	"github.com/segfs/segfs/fetcher"
+)
+
+// Repository is an OpenSearch remote segment store repository as a whole
+// (issue 37): its indices, each index's shards, each shard resolved on
+// demand. Top is the store of the repository's root (the bucket, or the
+// local directory); every store it opens below it shares Top's client
+// (fetcher.Sub), and every entry it returns is keyed below Top, so that
+// one engine (one fetch pool, one cache) reads every shard.
+type Repository struct {
+	Top  fetcher.Store
+	Base string // the base path below Top; "" for none
+	// IndexUUID, when set, narrows the repository to one index: its
+	// shards are the top level.
+	IndexUUID string
+	Log       *slog.Logger
+}
+
+// IndexRef is one index of a repository: its UUID and where its shards
+// are (from its remote-index-path file; the fixed type without one).
+type IndexRef struct {
+	UUID          string
+	PathType      PathType
+	HashAlgorithm HashAlgorithm
+	Shards        int  // from the index path file; 0 when unknown (fixed, no file)
+	FromFile      bool // PathType and Shards come from an index path file
+}
+
+// open is the repository's opener: sub-stores of Top.
+func (r *Repository) open(ctx context.Context, sub string) (fetcher.Store, error) {
+	return fetcher.Sub(r.Top, sub)
+}
+
+// indexFiles returns the index path files below the base path, by index
+// UUID as their names give it (remote_path_<uuid>#...). One listing.
+func (r *Repository) indexFiles(ctx context.Context) (map[string]fetcher.Object, error) {
+	dir := path.Join(r.Base, IndexPathDir)
+	st, err := r.open(ctx, dir)
+	if err != nil {
+		if errors.Is(err, fetcher.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	objs, err := st.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", st, err)
+	}
+	out := map[string]fetcher.Object{}
+	for _, o := range objs {
+		rest, ok := strings.CutPrefix(o.Key, "remote_path_")
+		if !ok || strings.Contains(o.Key, "/") {
+			continue
+		}
+		uuid, _, _ := strings.Cut(rest, "#")
+		if validDirName(uuid) {
+			o.Key = path.Join(dir, o.Key) // below Top
+			out[uuid] = o
+		}
+	}
+	return out, nil
+}
+
+// validDirName reports whether name can be one directory of the mount:
+// not empty, no separator, not a dot name.
+func validDirName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
+}
+
+// Indices returns the UUIDs of the indices the repository holds: those
+// with an index path file, and the directories of the base path (the
+// fixed path type's), sorted. Two listings.
+func (r *Repository) Indices(ctx context.Context) ([]string, error) {
+	files, err := r.indexFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dirs, err := fetcher.ListDirs(ctx, r.Top, strings.Trim(r.Base, "/"))
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for u := range files {
+		set[u] = true
+	}
+	for _, d := range dirs {
+		if d != IndexPathDir && validDirName(d) && !looksHashed(d) {
+			set[d] = true
+		}
+	}
+	return slices.Sorted(func(yield func(string) bool) {
+		for u := range set {
+			if !yield(u) {
+				return
+			}
+		}
+	}), nil
+}
+
+// looksHashed reports whether a directory of the base path has the form
+// of a hashed_infix path's hash rather than of an index UUID (22
+// characters): an FNV1aComposite1 hash (a character, then 14 binary
+// digits) or an FNV1aBase64 one (11 characters). The root's listing
+// leaves them out; an index of such a name still opens by name.
+func looksHashed(name string) bool {
+	switch len(name) {
+	case 11:
+		return true
+	case 15:
+		return strings.Trim(name[1:], "01") == ""
+	}
+	return false
+}
+
+// Index returns what the repository says of index uuid: its index path
+// file if it has one, else the fixed path type, if its directory exists
+// (ok false: neither).
+func (r *Repository) Index(ctx context.Context, uuid string) (ref IndexRef, ok bool, err error) {
+	if !validDirName(uuid) {
+		return IndexRef{}, false, nil
+	}
+	ref = IndexRef{UUID: uuid, PathType: Fixed, HashAlgorithm: FNV1aComposite1}
+	files, err := r.indexFiles(ctx)
+	if err != nil {
+		return ref, false, err
+	}
+	if obj, found := files[uuid]; found {
+		raw, err := readSmall(ctx, r.Top, obj.Key)
+		if err != nil {
+			return ref, false, fmt.Errorf("%w: %s: %w", ErrLayout, obj.Key, err)
+		}
+		ip, err := ParseIndexPath(raw)
+		if err != nil {
+			return ref, false, fmt.Errorf("%w: %s: %w", ErrLayout, obj.Key, err)
+		}
+		if ip.IndexUUID != uuid {
+			return ref, false, fmt.Errorf("%w: %s names index %s", ErrLayout, obj.Key, ip.IndexUUID)
+		}
+		ref.PathType, ref.Shards, ref.FromFile = ip.PathType, ip.ShardCount, true
+		if ip.HasHashAlgorithm {
+			ref.HashAlgorithm = ip.HashAlgorithm
+		}
+		return ref, true, nil
+	}
+	shards, err := fetcher.ListDirs(ctx, r.Top, path.Join(strings.Trim(r.Base, "/"), uuid))
+	if err != nil {
+		return ref, false, err
+	}
+	return ref, len(shards) > 0, nil
+}
+
+// Shards returns the shard numbers of an index, ascending: 0 to n-1 when
+// its index path file says n, else the numeric directories below its
+// fixed path.
+func (r *Repository) Shards(ctx context.Context, ref IndexRef) ([]int, error) {
+	if ref.FromFile {
+		out := make([]int, ref.Shards)
+		for i := range out {
+			out[i] = i
+		}
+		return out, nil
+	}
+	dirs, err := fetcher.ListDirs(ctx, r.Top, path.Join(strings.Trim(r.Base, "/"), ref.UUID))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, d := range dirs {
+		if n, err := strconv.Atoi(d); err == nil && n >= 0 && strconv.Itoa(n) == d {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Shard resolves one shard of an index as a one-shard mount does
+// (OpenSearch.Resolve, its newest metadata), with its entries named
+// below prefix and keyed below Top. A shard the store does not hold as
+// its metadata says is an error (Shard.Err).
+func (r *Repository) Shard(ctx context.Context, ref IndexRef, shard int, prefix string) ([]entry.Entry, error) {
+	o := OpenSearch{IndexUUID: ref.UUID, Shard: shard, PathType: ref.PathType, HashAlgorithm: ref.HashAlgorithm,
+		PathTypeSet: true, HashSet: true, indexPathRead: true}
+	sh, err := o.Resolve(ctx, r.open, r.Base, r.Log)
+	if err != nil {
+		return nil, err
+	}
+	if err := sh.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]entry.Entry, len(sh.Entries))
+	for i, e := range sh.Entries {
+		e.Name = prefix + e.Name
+		if e.Inline == nil {
+			e.Obj.Key = path.Join(sh.DataPath, e.Obj.Key)
+		}
+		out[i] = e
+	}
+	return out, nil
+}

@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segfs/segfs/layout"
+	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/osremote"
+)
+
+// repoShard is one shard written into a repository, and what a mount of
+// it must show.
+type repoShard struct {
+	uuid  string
+	shard int
+	want  map[string][]byte
+}
+
+// putRepoShard uploads one refresh of a small shard in o's layout and
+// returns what its directory must show.
+func putRepoShard(t *testing.T, put osremote.Put, o osremote.Options) repoShard {
+	t.Helper()
+	files, err := osremote.ShardFiles([]string{"_0", "_1"}, 5, 64<<10, o.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := osremote.New(put, o).Upload(files, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repoShard{uuid: o.IndexUUID, shard: o.Shard, want: want(files, ref)}
+}
+
+// One mount of a whole OpenSearch repository (issue 37): indices of the
+// fixed and the hashed path types, several shards each, under
+// MOUNTPOINT/<index-uuid>/<shard>/, every healthy shard byte-exact; a
+// shard whose metadata is corrupt fails alone (EIO on its directory, the
+// others read on); an index uploaded after the mount is opened by name;
+// --index-uuid alone mounts one index's shards.
+func TestRepositoryMount(t *testing.T) {
+	srv := needServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bucket := newBucket(t, srv)
+	var metadataKeys []string
+	put := func(key string, data []byte) error {
+		if strings.Contains(key, "/segments/metadata/") && strings.HasPrefix(filepath.Base(key), "metadata__") {
+			metadataKeys = append(metadataKeys, key)
+		}
+		_, err := srv.PutBytes(ctx, bucket, key, data)
+		return err
+	}
+	const fixed, hashed, late = "fixedIndexUUIDaaaaaaaa", "hashedIndexUUIDbbbbbbb", "lateIndexUUIDcccccccccc"
+	var shards []repoShard
+	for sh := range 2 {
+		shards = append(shards, putRepoShard(t, put, osremote.Options{Base: "repo", IndexUUID: fixed, Shard: sh,
+			PathType: layout.Fixed, Version: 2, Seed: uint64(10 + sh)}))
+	}
+	for sh := range 3 {
+		shards = append(shards, putRepoShard(t, put, osremote.Options{Base: "repo", IndexUUID: hashed, Shard: sh,
+			PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1, Version: 2, Seed: uint64(20 + sh),
+			IndexPathFile: sh == 2}))
+	}
+	// The hashed index's shard 2: its metadata file corrupt.
+	bad := shards[len(shards)-1]
+	shards = shards[:len(shards)-1]
+	badKey := metadataKeys[len(metadataKeys)-1]
+	raw, err := srv.GetBytes(ctx, bucket, badKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/2] ^= 0x20
+	if _, err := srv.PutBytes(ctx, bucket, badKey, raw); err != nil {
+		t.Fatal(err)
+	}
+
+	m := mountS3(t, srv, "s3://"+bucket+"/repo", "--layout", "opensearch")
+	names := func(dir string) []string {
+		t.Helper()
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatalf("list %s: %v", dir, err)
+		}
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	if got := names(m.Dir); !slices.Equal(got, []string{fixed, hashed}) {
+		t.Errorf("the root lists %q, want the two indices", got)
+	}
+	if got := names(filepath.Join(m.Dir, fixed)); !slices.Equal(got, []string{"0", "1"}) {
+		t.Errorf("the fixed index lists %q, want shards 0 and 1", got)
+	}
+	if got := names(filepath.Join(m.Dir, hashed)); !slices.Equal(got, []string{"0", "1", "2"}) {
+		t.Errorf("the hashed index lists %q, want shards 0 to 2 (its index path file's count)", got)
+	}
+	for _, s := range shards {
+		checkShardDir(t, filepath.Join(m.Dir, s.uuid, fmt.Sprint(s.shard)), s.want)
+	}
+	badDir := filepath.Join(m.Dir, bad.uuid, fmt.Sprint(bad.shard))
+	if _, err := os.ReadDir(badDir); !errors.Is(err, syscall.EIO) {
+		t.Errorf("list of the shard with a corrupt metadata file: %v, want EIO", err)
+	}
+	for n := range bad.want {
+		if _, err := os.ReadFile(filepath.Join(badDir, n)); !errors.Is(err, syscall.EIO) {
+			t.Errorf("read of %s in the corrupt shard: %v, want EIO", n, err)
+		}
+		break
+	}
+	// The others read on after the failure.
+	checkShardDir(t, filepath.Join(m.Dir, shards[0].uuid, "0"), shards[0].want)
+	var line string
+	for _, l := range strings.Split(m.Log(), "\n") {
+		if strings.Contains(l, "directory not shown") && strings.Contains(l, bad.uuid+"/2/") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Errorf("no log line names the corrupt shard:\n%s", m.Log())
+	}
+	t.Logf("segfs said: %s", line)
+
+	// An index uploaded after the mount: opened by its name.
+	s := putRepoShard(t, put, osremote.Options{Base: "repo", IndexUUID: late, Shard: 0, PathType: layout.Fixed, Version: 2, Seed: 30})
+	checkShardDir(t, filepath.Join(m.Dir, late, "0"), s.want)
+	if _, err := os.Stat(filepath.Join(m.Dir, "noSuchIndexUUIDddddddd")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stat of an index that is not there: %v, want ENOENT", err)
+	}
+
+	// --index-uuid alone: the index's shards at the root.
+	one := mountS3(t, srv, "s3://"+bucket+"/repo", "--layout", "opensearch", "--index-uuid", fixed)
+	if got := names(one.Dir); !slices.Equal(got, []string{"0", "1"}) {
+		t.Errorf("a mount of one index lists %q, want its shards", got)
+	}
+	checkShardDir(t, filepath.Join(one.Dir, "1"), shards[1].want)
+
+	// Goroutines and threads do not grow with the shards looked up: every
+	// shard's stores share the repository's client, and a resolved shard
+	// holds no goroutine.
+	const many = "manyShardsIndexUUIDeeee"
+	var more []repoShard
+	for sh := range 12 {
+		more = append(more, putRepoShard(t, put, osremote.Options{Base: "repo", IndexUUID: many, Shard: sh, PathType: layout.Fixed, Version: 2, Seed: uint64(40 + sh)}))
+	}
+	counts := func() (int64, int64) {
+		t.Helper()
+		idle := func() map[string]int64 {
+			for range 500 {
+				st, err := m.Stats(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if harness.Idle(st) {
+					return st
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			t.Fatal("the mount did not go idle in 5 s")
+			return nil
+		}
+		st := idle()
+		ps, err := harness.ReadProcStatus(m.Pid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st["goroutines"], ps.Threads
+	}
+	checkShardDir(t, filepath.Join(m.Dir, many, "0"), more[0].want)
+	g1, th1 := counts()
+	for _, s := range more[1:] {
+		checkShardDir(t, filepath.Join(m.Dir, many, fmt.Sprint(s.shard)), s.want)
+	}
+	g12, th12 := counts()
+	t.Logf("one shard of the index read: %d goroutines, %d threads; all 12: %d goroutines, %d threads", g1, th1, g12, th12)
+	if g12 > g1+8 {
+		t.Errorf("%d goroutines after 12 shards against %d after one: they grow with the shards", g12, g1)
+	}
+	if th12 > th1+8 {
+		t.Errorf("%d threads after 12 shards against %d after one: they grow with the shards", th12, th1)
+	}
+
+	// --max-shards bounds the shards shown: the second fails.
+	capped := mountS3(t, srv, "s3://"+bucket+"/repo", "--layout", "opensearch", "--max-shards", "1")
+	checkShardDir(t, filepath.Join(capped.Dir, fixed, "0"), shards[0].want)
+	if _, err := os.ReadDir(filepath.Join(capped.Dir, fixed, "1")); !errors.Is(err, syscall.EIO) {
+		t.Errorf("a second shard beyond --max-shards 1: %v, want EIO", err)
+	}
+}
