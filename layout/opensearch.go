@@ -127,25 +127,28 @@ func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *
 	if err != nil {
 		return nil, fmt.Errorf("%w: metadata of shard %d of index %s (%s paths) at %s: %w", ErrLayout, o.Shard, o.IndexUUID, o.PathType, mdPath, err)
 	}
-	mdObjs, err := mdStore.List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", mdStore, err)
-	}
-	name, obj, err := o.pickMetadata(mdObjs)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, mdStore, err)
-	}
-	md, err := readMetadata(ctx, mdStore, name, obj)
-	if err != nil {
-		return nil, err
-	}
 	data, err := open(ctx, dataPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: data of shard %d of index %s at %s: %w", ErrLayout, o.Shard, o.IndexUUID, dataPath, err)
 	}
-	blobs, err := data.List(ctx)
+	// The data prefix is listed while the metadata file is found and
+	// read: one round trip fewer before the shard shows.
+	var blobs []fetcher.Object
+	var listErr error
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		if blobs, listErr = data.List(ctx); listErr != nil {
+			listErr = fmt.Errorf("list %s: %w", data, listErr)
+		}
+	}()
+	md, name, obj, err := o.newestMetadata(ctx, mdStore)
+	<-listed
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", data, err)
+		return nil, err
+	}
+	if listErr != nil {
+		return nil, listErr
 	}
 	entries, problems, err := shardEntries(md, blobs, obj)
 	if err != nil {
@@ -154,6 +157,21 @@ func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *
 	log.Info("shard resolved", "index_uuid", o.IndexUUID, "shard", o.Shard, "path_type", o.PathType.String(),
 		"metadata", name, "version", md.Version, "files", len(entries), "generation", md.Generation)
 	return &Shard{Data: data, Entries: entries, Problems: problems, MetadataFile: name, Metadata: md, DataPath: dataPath, MetadataPath: mdPath}, nil
+}
+
+// newestMetadata lists the metadata prefix, picks the file o names (or
+// the newest) and reads it.
+func (o OpenSearch) newestMetadata(ctx context.Context, mdStore fetcher.Store) (*Metadata, string, fetcher.Object, error) {
+	mdObjs, err := mdStore.List(ctx)
+	if err != nil {
+		return nil, "", fetcher.Object{}, fmt.Errorf("list %s: %w", mdStore, err)
+	}
+	name, obj, err := o.pickMetadata(mdObjs)
+	if err != nil {
+		return nil, "", fetcher.Object{}, fmt.Errorf("%w: %s: %w", ErrLayout, mdStore, err)
+	}
+	md, err := readMetadata(ctx, mdStore, name, obj)
+	return md, name, obj, err
 }
 
 // readMetadata reads and parses the metadata file name (obj in mdStore),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -37,6 +38,39 @@ type IndexRef struct {
 	HashAlgorithm HashAlgorithm
 	Shards        int  // from the index path file; 0 when unknown (fixed, no file)
 	FromFile      bool // PathType and Shards come from an index path file
+	// file is the index path file a listing found, not read yet
+	// (Complete reads it).
+	file fetcher.Object
+}
+
+// Complete returns ref with what its index path file says, when a
+// listing found one it did not read (one GET); else ref as it is.
+func (r *Repository) Complete(ctx context.Context, ref IndexRef) (IndexRef, error) {
+	if ref.file.Key == "" || ref.FromFile {
+		return ref, nil
+	}
+	return r.readIndexFile(ctx, ref.UUID, ref.file)
+}
+
+// readIndexFile reads index uuid's index path file obj.
+func (r *Repository) readIndexFile(ctx context.Context, uuid string, obj fetcher.Object) (IndexRef, error) {
+	ref := IndexRef{UUID: uuid, PathType: Fixed, HashAlgorithm: FNV1aComposite1}
+	raw, err := readSmall(ctx, r.Top, obj.Key)
+	if err != nil {
+		return ref, fmt.Errorf("%w: %s: %w", ErrLayout, obj.Key, err)
+	}
+	ip, err := ParseIndexPath(raw)
+	if err != nil {
+		return ref, fmt.Errorf("%w: %s: %w", ErrLayout, obj.Key, err)
+	}
+	if ip.IndexUUID != uuid {
+		return ref, fmt.Errorf("%w: %s names index %s", ErrLayout, obj.Key, ip.IndexUUID)
+	}
+	ref.PathType, ref.Shards, ref.FromFile = ip.PathType, ip.ShardCount, true
+	if ip.HasHashAlgorithm {
+		ref.HashAlgorithm = ip.HashAlgorithm
+	}
+	return ref, nil
 }
 
 // open is the repository's opener: sub-stores of Top.
@@ -80,34 +114,37 @@ func validDirName(name string) bool {
 	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
-// Indices returns the UUIDs of the indices the repository holds: those
-// with an index path file, and the directories of the base path (the
-// fixed path type's), sorted. Two listings.
-func (r *Repository) Indices(ctx context.Context) ([]string, error) {
-	files, err := r.indexFiles(ctx)
-	if err != nil {
-		return nil, err
-	}
+// Indices returns the indices the repository holds: those with an index
+// path file (their file found, not read), and the directories of the
+// base path (the fixed path type's), sorted by UUID. Two listings, at
+// once.
+func (r *Repository) Indices(ctx context.Context) ([]IndexRef, error) {
+	var files map[string]fetcher.Object
+	var ferr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		files, ferr = r.indexFiles(ctx)
+	}()
 	dirs, err := fetcher.ListDirs(ctx, r.Top, strings.Trim(r.Base, "/"))
-	if err != nil {
+	<-done
+	if err := errors.Join(ferr, err); err != nil {
 		return nil, err
 	}
-	set := map[string]bool{}
-	for u := range files {
-		set[u] = true
-	}
+	set := map[string]IndexRef{}
 	for _, d := range dirs {
 		if d != IndexPathDir && validDirName(d) && !looksHashed(d) {
-			set[d] = true
+			set[d] = IndexRef{UUID: d, PathType: Fixed, HashAlgorithm: FNV1aComposite1}
 		}
 	}
-	return slices.Sorted(func(yield func(string) bool) {
-		for u := range set {
-			if !yield(u) {
-				return
-			}
-		}
-	}), nil
+	for u, obj := range files {
+		set[u] = IndexRef{UUID: u, file: obj}
+	}
+	out := make([]IndexRef, 0, len(set))
+	for _, u := range slices.Sorted(maps.Keys(set)) {
+		out = append(out, set[u])
+	}
+	return out, nil
 }
 
 // looksHashed reports whether a directory of the base path has the form
@@ -138,22 +175,8 @@ func (r *Repository) Index(ctx context.Context, uuid string) (ref IndexRef, ok b
 		return ref, false, err
 	}
 	if obj, found := files[uuid]; found {
-		raw, err := readSmall(ctx, r.Top, obj.Key)
-		if err != nil {
-			return ref, false, fmt.Errorf("%w: %s: %w", ErrLayout, obj.Key, err)
-		}
-		ip, err := ParseIndexPath(raw)
-		if err != nil {
-			return ref, false, fmt.Errorf("%w: %s: %w", ErrLayout, obj.Key, err)
-		}
-		if ip.IndexUUID != uuid {
-			return ref, false, fmt.Errorf("%w: %s names index %s", ErrLayout, obj.Key, ip.IndexUUID)
-		}
-		ref.PathType, ref.Shards, ref.FromFile = ip.PathType, ip.ShardCount, true
-		if ip.HasHashAlgorithm {
-			ref.HashAlgorithm = ip.HashAlgorithm
-		}
-		return ref, true, nil
+		ref, err := r.readIndexFile(ctx, uuid, obj)
+		return ref, err == nil, err
 	}
 	shards, err := fetcher.ListDirs(ctx, r.Top, path.Join(strings.Trim(r.Base, "/"), uuid))
 	if err != nil {
@@ -188,18 +211,16 @@ func (r *Repository) Shards(ctx context.Context, ref IndexRef) ([]int, error) {
 }
 
 // Shard resolves one shard of an index as a one-shard mount does
-// (OpenSearch.Resolve, its newest metadata), with its entries named
-// below prefix and keyed below Top. A shard the store does not hold as
-// its metadata says is an error (Shard.Err).
-func (r *Repository) Shard(ctx context.Context, ref IndexRef, shard int, prefix string) ([]entry.Entry, error) {
+// (OpenSearch.Resolve, its newest metadata), and returns it with its
+// entries named below prefix and keyed below Top. Problems of the shard
+// (Shard.Err) are the caller's to judge: a mount refuses it, verify
+// reports them.
+func (r *Repository) Shard(ctx context.Context, ref IndexRef, shard int, prefix string) (*Shard, []entry.Entry, error) {
 	o := OpenSearch{IndexUUID: ref.UUID, Shard: shard, PathType: ref.PathType, HashAlgorithm: ref.HashAlgorithm,
 		PathTypeSet: true, HashSet: true, indexPathRead: true}
 	sh, err := o.Resolve(ctx, r.open, r.Base, r.Log)
 	if err != nil {
-		return nil, err
-	}
-	if err := sh.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]entry.Entry, len(sh.Entries))
 	for i, e := range sh.Entries {
@@ -209,5 +230,5 @@ func (r *Repository) Shard(ctx context.Context, ref IndexRef, shard int, prefix 
 		}
 		out[i] = e
 	}
-	return out, nil
+	return sh, out, nil
 }

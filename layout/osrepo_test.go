@@ -40,11 +40,24 @@ func TestRepositoryIndicesAndShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &layout.Repository{Top: top, Base: "b", Log: quiet}
-	got, err := r.Indices(ctx)
+	listed, err := r.Indices(ctx)
+	var got []string
+	for _, ref := range listed {
+		got = append(got, ref.UUID)
+	}
 	// The hashed index's infix directories sit beside the fixed index's
 	// under b/; they are not indices.
 	if err != nil || !slices.Equal(got, []string{"fixedUUID", "hashedUUID"}) {
 		t.Fatalf("Indices = %q, %v; want the two indices alone", got, err)
+	}
+	// A listed index is the same as one asked for by name, once
+	// completed (its index path file read).
+	for _, l := range listed {
+		c, err := r.Complete(ctx, l)
+		byName, ok, err2 := r.Index(ctx, l.UUID)
+		if err != nil || err2 != nil || !ok || c != byName {
+			t.Errorf("%s: listed and completed %+v (%v), by name %+v (%v, %v)", l.UUID, c, err, byName, ok, err2)
+		}
 	}
 	for _, c := range []struct {
 		uuid   string
@@ -61,7 +74,7 @@ func TestRepositoryIndicesAndShards(t *testing.T) {
 		}
 		for _, sh := range shards {
 			prefix := c.uuid + "/" + string(rune('0'+sh)) + "/"
-			entries, err := r.Shard(ctx, ref, sh, prefix)
+			_, entries, err := r.Shard(ctx, ref, sh, prefix)
 			if err != nil || len(entries) != len(files) {
 				t.Fatalf("Shard(%s, %d): %d entries, %v; want %d", c.uuid, sh, len(entries), err, len(files))
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,24 +31,28 @@ type fileStatus struct {
 // statusReport is what GET /status answers and `segfs status --json`
 // prints.
 type statusReport struct {
-	Source        string           `json:"source"`
-	Mountpoint    string           `json:"mountpoint"`
-	PID           int              `json:"pid"`
-	Version       string           `json:"version"`
-	Started       time.Time        `json:"started"`
-	UptimeSeconds float64          `json:"uptime_seconds"`
-	CacheDir      string           `json:"cache_dir"`
-	CacheBytes    int64            `json:"cache_bytes"`
-	CacheMaxBytes int64            `json:"cache_max_bytes"`
-	CacheParts    int64            `json:"cache_parts"`
-	HitRatio      float64          `json:"hit_ratio"`    // part reads served without waiting for the store, of all part reads
-	DiskHitRatio  float64          `json:"disk_ratio"`   // of those, by the disk cache
-	PartReads     int64            `json:"part_reads"`   // the denominator of both
-	Files         []fileStatus     `json:"files"`        // largest first; all with ?all=1, else the largest 20
-	FileCount     int              `json:"file_count"`   // files in the mount
-	CachedBytes   int64            `json:"cached_bytes"` // summed over every file
-	TotalBytes    int64            `json:"total_bytes"`
-	Counters      map[string]int64 `json:"counters"` // everything /stats serves
+	Source        string       `json:"source"`
+	Mountpoint    string       `json:"mountpoint"`
+	PID           int          `json:"pid"`
+	Version       string       `json:"version"`
+	Started       time.Time    `json:"started"`
+	UptimeSeconds float64      `json:"uptime_seconds"`
+	CacheDir      string       `json:"cache_dir"`
+	CacheBytes    int64        `json:"cache_bytes"`
+	CacheMaxBytes int64        `json:"cache_max_bytes"`
+	CacheParts    int64        `json:"cache_parts"`
+	HitRatio      float64      `json:"hit_ratio"`  // part reads served without waiting for the store, of all part reads
+	DiskHitRatio  float64      `json:"disk_ratio"` // of those, by the disk cache
+	PartReads     int64        `json:"part_reads"` // the denominator of both
+	Files         []fileStatus `json:"files"`      // largest first; all with ?all=1, else the largest 20
+	// Dirs sums the files by their directory (a repository mount's
+	// shards), when there is more than one: largest first, all with
+	// ?all=1, else the largest 20.
+	Dirs        []dirStatus      `json:"directories,omitempty"`
+	FileCount   int              `json:"file_count"`   // files in the mount
+	CachedBytes int64            `json:"cached_bytes"` // summed over every file
+	TotalBytes  int64            `json:"total_bytes"`
+	Counters    map[string]int64 `json:"counters"` // everything /stats serves
 }
 
 // warmWriteTimeout is how long a warm's client may leave a line of its
@@ -89,18 +94,71 @@ func (c *controlServer) status(w http.ResponseWriter, req *http.Request) {
 		rep.TotalBytes += total
 		files = append(files, fs)
 	}
+	rep.Dirs = byDirectory(files)
 	slices.SortStableFunc(files, func(a, b fileStatus) int {
 		if c := cmp.Compare(b.Size, a.Size); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	if req.URL.Query().Get("all") == "" && len(files) > statusFiles {
-		files = files[:statusFiles]
+	if req.URL.Query().Get("all") == "" {
+		if len(files) > statusFiles {
+			files = files[:statusFiles]
+		}
+		if len(rep.Dirs) > statusFiles {
+			rep.Dirs = rep.Dirs[:statusFiles]
+		}
 	}
 	rep.Files = files
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(rep)
+}
+
+// dirStatus is one directory's files in a status report.
+type dirStatus struct {
+	Name     string  `json:"name"` // "" for the mount's root
+	Files    int     `json:"files"`
+	Size     int64   `json:"size"`
+	Cached   int64   `json:"cached"`
+	Fraction float64 `json:"fraction"`
+}
+
+// byDirectory sums files by directory, largest first; none when they
+// are all in one.
+func byDirectory(files []fileStatus) []dirStatus {
+	at := map[string]*dirStatus{}
+	for _, f := range files {
+		dir := path.Dir(f.Name)
+		if dir == "." {
+			dir = ""
+		}
+		d := at[dir]
+		if d == nil {
+			d = &dirStatus{Name: dir}
+			at[dir] = d
+		}
+		d.Files++
+		d.Size += f.Size
+		d.Cached += f.Cached
+	}
+	if len(at) < 2 {
+		return nil
+	}
+	out := make([]dirStatus, 0, len(at))
+	for _, d := range at {
+		d.Fraction = 1
+		if d.Size > 0 {
+			d.Fraction = float64(d.Cached) / float64(d.Size)
+		}
+		out = append(out, *d)
+	}
+	slices.SortFunc(out, func(a, b dirStatus) int {
+		if c := cmp.Compare(b.Size, a.Size); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
 }
 
 // warmRequest is the body of POST /warm: paths relative to the

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -284,5 +285,31 @@ func TestControlSocketCapped(t *testing.T) {
 	silent.poll(10 * time.Second)
 	if !silent.eof {
 		t.Errorf("a connection that sent nothing was not closed: read %q", silent.got)
+	}
+}
+
+// A status sums a repository mount's files by shard directory, largest
+// first, and lists no directories for a mount of one.
+func TestStatusByDirectory(t *testing.T) {
+	files := []fileStatus{
+		{Name: "u1/0/_0.cfs", Size: 100, Cached: 100}, {Name: "u1/0/segments_2", Size: 10},
+		{Name: "u1/1/_0.cfs", Size: 500, Cached: 250}, {Name: "u2/0/_0.si", Size: 5, Cached: 5},
+	}
+	got := byDirectory(files)
+	want := []dirStatus{
+		{Name: "u1/1", Files: 1, Size: 500, Cached: 250, Fraction: 0.5},
+		{Name: "u1/0", Files: 2, Size: 110, Cached: 100, Fraction: 100.0 / 110},
+		{Name: "u2/0", Files: 1, Size: 5, Cached: 5, Fraction: 1},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("byDirectory = %+v, want %+v", got, want)
+	}
+	if got := byDirectory(files[:2]); got != nil {
+		t.Errorf("one directory: %+v, want none", got)
+	}
+	var b strings.Builder
+	printStatus(&b, &statusReport{Dirs: want, Counters: map[string]int64{}})
+	if !strings.Contains(b.String(), "50.0%") || !strings.Contains(b.String(), "u1/1/") {
+		t.Errorf("the report does not show the directories:\n%s", b.String())
 	}
 }

@@ -91,7 +91,7 @@ func checkFetchFlags(partSize byteSize, maxFetches int) error {
 }
 
 func (c *mountCmd) validate() error {
-	if err := c.layoutFlags.checkMount(); err != nil {
+	if err := c.layoutFlags.check(); err != nil {
 		return err
 	}
 	if c.repository() {

@@ -92,16 +92,18 @@ func (t *repoTree) split(dir string) (uuid, rest string) {
 	return uuid, rest
 }
 
-// index returns what the repository says of index uuid, asked once.
+// index returns what the repository says of index uuid, asked once
+// (a listed index's index path file read at its first use).
 func (t *repoTree) index(ctx context.Context, uuid string) (layout.IndexRef, bool, error) {
 	t.mu.Lock()
 	ref, ok := t.indices[uuid]
 	t.mu.Unlock()
+	var err error
 	if ok {
-		return ref, true, nil
-	}
-	ref, ok, err := t.repo.Index(ctx, uuid)
-	if err != nil || !ok {
+		if ref, err = t.repo.Complete(ctx, ref); err != nil {
+			return ref, false, err
+		}
+	} else if ref, ok, err = t.repo.Index(ctx, uuid); err != nil || !ok {
 		return ref, ok, err
 	}
 	t.mu.Lock()
@@ -110,10 +112,25 @@ func (t *repoTree) index(ctx context.Context, uuid string) (layout.IndexRef, boo
 	return ref, true, nil
 }
 
-// Dirs implements segfs.Lazy.
+// Dirs implements segfs.Lazy. The root's listing keeps what it found
+// of each index (its path type, or its index path file to read), so
+// that opening a listed index asks the store nothing more about it.
 func (t *repoTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 	if dir == "" && t.Depth() == 2 {
-		return t.repo.Indices(ctx)
+		refs, err := t.repo.Indices(ctx)
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, len(refs))
+		t.mu.Lock()
+		for i, ref := range refs {
+			names[i] = ref.UUID
+			if _, ok := t.indices[ref.UUID]; !ok {
+				t.indices[ref.UUID] = ref
+			}
+		}
+		t.mu.Unlock()
+		return names, nil
 	}
 	uuid, _ := t.split(dir)
 	ref, ok, err := t.index(ctx, uuid)
@@ -176,10 +193,76 @@ func (t *repoTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 		t.resolved.Add(-1)
 		return nil, fmt.Errorf("--max-shards %d: that many shards are shown already", t.maxShards)
 	}
-	entries, err := t.repo.Shard(ctx, ref, shard, dir)
+	sh, entries, err := t.repo.Shard(ctx, ref, shard, dir)
+	if err == nil {
+		err = sh.Err()
+	}
 	if err != nil {
 		t.resolved.Add(-1)
 		return nil, err
 	}
 	return entries, nil
+}
+
+// openRepositoryAll resolves every shard of the repository (or of the
+// index --index-uuid names) for restore and verify: one source of all
+// their files, each named <index-uuid>/<shard>/<file> (<shard>/<file>
+// for one index), read through the repository's root. A shard that
+// cannot be resolved, and each file a shard's store does not hold as
+// its metadata says, is a problem: with tolerate (verify) it is
+// reported, else the first one fails the command before anything is
+// written.
+func openRepositoryAll(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, tolerate bool, log *slog.Logger) (*source, error) {
+	s, t, err := openRepository(ctx, src, f, cfg, int(^uint(0)>>1), log)
+	if err != nil {
+		return nil, err
+	}
+	uuids := []string{f.IndexUUID}
+	if f.IndexUUID == "" {
+		if uuids, err = t.Dirs(ctx, ""); err != nil {
+			return nil, err
+		}
+	}
+	s.sums = map[string]uint64{}
+	for _, uuid := range uuids {
+		ref, ok, err := t.index(ctx, uuid)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue // listed, but no longer there
+		}
+		shards, err := t.repo.Shards(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range shards {
+			prefix := strconv.Itoa(n) + "/"
+			if f.IndexUUID == "" {
+				prefix = uuid + "/" + prefix
+			}
+			sh, entries, err := t.repo.Shard(ctx, ref, n, prefix)
+			if err != nil {
+				if !tolerate {
+					return nil, fmt.Errorf("shard %s: %w", strings.TrimSuffix(prefix, "/"), err)
+				}
+				s.problems = append(s.problems, layout.Problem{File: layout.FileEntry{Name: strings.TrimSuffix(prefix, "/")}, Detail: err.Error()})
+				continue
+			}
+			if err := sh.Err(); err != nil && !tolerate {
+				return nil, fmt.Errorf("shard %s: %w", strings.TrimSuffix(prefix, "/"), err)
+			}
+			for _, p := range sh.Problems {
+				p.File.Name = prefix + p.File.Name
+				s.problems = append(s.problems, p)
+			}
+			for _, fe := range sh.Metadata.Files {
+				s.sums[prefix+fe.Name] = fe.Checksum
+			}
+			s.entries = append(s.entries, entries...)
+		}
+	}
+	s.keys = len(s.entries)
+	log.Info("repository resolved", "source", s.store.String(), "indices", len(uuids), "files", len(s.entries), "problems", len(s.problems))
+	return s, nil
 }

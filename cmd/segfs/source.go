@@ -73,21 +73,14 @@ func (f layoutFlags) check() error {
 		}
 		return nil
 	}
+	if f.repository() {
+		return f.checkRepository() // no --shard: a whole repository, or with --index-uuid one index
+	}
 	if f.Layout == "opensearch" {
 		_, err := f.opensearch()
 		return err
 	}
 	return nil
-}
-
-// checkMount is check for a mount, which also takes the repository
-// form of --layout opensearch: no --shard (a whole repository, or with
-// --index-uuid one index).
-func (f layoutFlags) checkMount() error {
-	if !f.repository() {
-		return f.check()
-	}
-	return f.checkRepository()
 }
 
 // source is what a command serves: the store its files' bytes are read
@@ -114,10 +107,12 @@ type source struct {
 // lacks files of its metadata is returned with its problems (verify);
 // else it is an error (a mount never shows a partial shard).
 func openSource(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, parallel int, tolerate bool, log *slog.Logger) (*source, error) {
-	switch f.Layout {
-	case "opensearch":
+	switch {
+	case f.repository():
+		return openRepositoryAll(ctx, src, f, cfg, tolerate, log)
+	case f.Layout == "opensearch":
 		return openShard(ctx, src, f, cfg, parallel, tolerate, log)
-	case "snapshot":
+	case f.Layout == "snapshot":
 		return openSnapshot(ctx, src, f, cfg, tolerate, log)
 	}
 	store, err := fetcher.Open(ctx, src, cfg)

@@ -102,6 +102,18 @@ func printStatus(w io.Writer, r *statusReport) {
 	fmt.Fprintf(tw, "errors\t%d reads, %d fetches, %d cache writes\n", m["read_errors"], m["fetch_errors"], m["cache_put_errors"])
 	fmt.Fprintf(tw, "view\t%s\n", viewLine(m, time.Now()))
 	tw.Flush()
+	if len(r.Dirs) > 0 {
+		fmt.Fprintf(w, "\ndirectories (the largest %d; --all for every one):\n", len(r.Dirs))
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		for _, d := range r.Dirs {
+			name := d.Name
+			if name == "" {
+				name = "."
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d files\t \t%s\n", pct(d.Fraction), humanBytes(d.Size), d.Files, quoteName(name+"/"))
+		}
+		tw.Flush()
+	}
 	if len(r.Files) < r.FileCount {
 		fmt.Fprintf(w, "\nthe %d largest files (--all for every one):\n", len(r.Files))
 	} else {

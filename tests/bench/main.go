@@ -92,7 +92,7 @@ func parseFlags(args []string) (config, error) {
 	segfsArgs := fs.String("segfs-args", "", `extra flags for every segfs mount, space-separated (e.g. "--prefetch none")`)
 	fs.StringVar(&cfg.keepLogs, "keep-logs", "", `directory to write each segfs mount's log to (with --segfs-args "--debug", a FUSE trace of every request)`)
 	shaperCopy := fs.String("shaper-copy", "splice", `how the shaping proxy holds the bytes it delays: "splice" (in pipes, no copy through the bench; buffers where pipes of 8 MiB cannot be made) or "buffer"`)
-	cases := fs.String("cases", "1,2,3,4,5,6,7,8,9", "comma-separated case numbers to run, with their baselines (case 5 is warm only after 1 and 3; 6 is the resources of 2)")
+	cases := fs.String("cases", "1,2,3,4,5,6,7,8,9,10", "comma-separated case numbers to run, with their baselines (case 5 is warm only after 1 and 3; 6 is the resources of 2)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -212,14 +212,14 @@ func addErr(err *error, f func() error) {
 	}
 }
 
-// parseCases parses a comma-separated list of case numbers 1 to 9.
+// parseCases parses a comma-separated list of case numbers 1 to 10.
 func parseCases(s string) (map[int]bool, error) {
 	cases := map[int]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
 		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 || n > 9 {
-			return nil, fmt.Errorf("--cases %q: %q is not a case number from 1 to 9", s, f)
+		if err != nil || n < 1 || n > 10 {
+			return nil, fmt.Errorf("--cases %q: %q is not a case number from 1 to 10", s, f)
 		}
 		cases[n] = true
 	}

@@ -33,10 +33,12 @@ const (
 	// sysSegfsSnapshot mounts case 8's index, and restores case 2's
 	// shard, from a snapshot repository (--layout snapshot).
 	sysSegfsSnapshot = "segfs-snapshot"
-	sysLocal         = "local-file"
-	sysFileBased     = "file-based"
-	sysLimit         = "limit"
-	sysSingleGet     = "single-get"
+	// sysSegfsRepo mounts case 10's whole repository.
+	sysSegfsRepo = "segfs-repository"
+	sysLocal     = "local-file"
+	sysFileBased = "file-based"
+	sysLimit     = "limit"
+	sysSingleGet = "single-get"
 	// Case 7 compares one shard stored raw with the same shard stored
 	// with the hybrid compression policy.
 	sysRaw    = "raw"
@@ -60,8 +62,8 @@ const (
 
 // caseOrder and systemOrder sort the records for the table and the file.
 var (
-	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources, casePush, caseCmpSeq, caseCmpRandom, caseLuceneOpenMmap, caseLuceneQueriesMmap, caseLuceneOpenNio, caseLuceneQueriesNio}
-	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsRestore, sysSegfsRestoreNoCache, sysSegfsSnapshot, sysSegfsPassthrough, sysSegfsMmap, sysSegfsOpenSearch, sysRaw, sysHybrid}
+	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources, casePush, caseCmpSeq, caseCmpRandom, caseLuceneOpenMmap, caseLuceneQueriesMmap, caseLuceneOpenNio, caseLuceneQueriesNio, caseRepoMount, caseRepoOpen, caseRepoAll, caseRepoCopies}
+	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsRestore, sysSegfsRestoreNoCache, sysSegfsSnapshot, sysSegfsRepo, sysSegfsPassthrough, sysSegfsMmap, sysSegfsOpenSearch, sysRaw, sysHybrid}
 )
 
 // SortRecords orders records by case, baselines before segfs within a
@@ -125,7 +127,9 @@ type Record struct {
 	Note      string `json:"note,omitempty"`
 	// Refresh is a case 9 record's requests per refresh.
 	Refresh *RefreshCost `json:"refresh,omitempty"`
-	Error   string       `json:"error,omitempty"`
+	// Repo is case 10's figures.
+	Repo  *RepoFigures `json:"repository,omitempty"`
+	Error string       `json:"error,omitempty"`
 }
 
 // Results is the whole JSON file.

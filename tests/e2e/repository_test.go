@@ -14,6 +14,7 @@ import (
 
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/localstore"
 	"github.com/segfs/segfs/tests/osremote"
 )
 
@@ -188,6 +189,34 @@ func TestRepositoryMount(t *testing.T) {
 	}
 	if th12 > th1+8 {
 		t.Errorf("%d threads after 12 shards against %d after one: they grow with the shards", th12, th1)
+	}
+
+	// restore and verify take the same forms: one index whole, each
+	// shard below its number; a whole repository, whose corrupt shard
+	// verify reports and restore refuses before it writes anything.
+	dest := t.TempDir()
+	mustRestore(t, srv, "s3://"+bucket+"/repo", dest, "--layout", "opensearch", "--index-uuid", fixed)
+	wantTree := map[string][]byte{}
+	for _, s := range shards[:2] {
+		for n, b := range s.want {
+			wantTree[fmt.Sprintf("%d/%s", s.shard, n)] = b
+		}
+	}
+	sameFiles(t, localstore.ReadTree(t, dest), wantTree)
+	vargs := []string{"--layout", "opensearch", "--endpoint", srv.Endpoint(), "--path-style", "--region", harness.Region,
+		"--cache-dir", filepath.Join(t.TempDir(), "cache")}
+	if code, out := runVerify(t, srv.Env(), "s3://"+bucket+"/repo", append(vargs, "--index-uuid", fixed, "--deep")...); code != 0 {
+		t.Errorf("verify --deep of the fixed index: exit %d:\n%s", code, out)
+	}
+	if code, out := runVerify(t, srv.Env(), "s3://"+bucket+"/repo", vargs...); code != 1 || !strings.Contains(out, bad.uuid+"/2") {
+		t.Errorf("verify of the repository: exit %d, want 1 naming %s/2:\n%s", code, bad.uuid, out)
+	}
+	empty := t.TempDir()
+	if r := runRestoreCmd(t, srv, "", "s3://"+bucket+"/repo", empty, "--layout", "opensearch"); r.code == 0 || !strings.Contains(r.out, bad.uuid+"/2") {
+		t.Errorf("restore of the repository with a corrupt shard: exit %d, want a failure naming it:\n%s", r.code, r.out)
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
+		t.Errorf("the refused restore wrote %d entries", len(ents))
 	}
 
 	// --max-shards bounds the shards shown: the second fails.
