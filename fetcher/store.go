@@ -257,6 +257,13 @@ func Open(ctx context.Context, source string, cfg Config) (Store, error) {
 // bucket name is unique in. A local directory is named by its path. The
 // name holds no credentials; logs keep using String.
 func CacheSource(s Store) string {
+	for {
+		w, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			break
+		}
+		s = w.Unwrap() // a store over another (layout's partsStore) names the other's source
+	}
 	s3s, ok := s.(*S3Store)
 	if !ok {
 		return s.String()

@@ -241,3 +241,40 @@ func holds(ix snapshot.IndexInfo, uuid string) bool {
 	}
 	return false
 }
+
+// SnapshotShards returns the shard numbers of index ix in the snapshot
+// info: 0 to n-1 when index-N gives the index's shard count, else the
+// shards found holding a snap-<uuid>.dat (a HEAD each, parallel at
+// once, from 0 until one has none, at most MaxProbedShards).
+func SnapshotShards(ctx context.Context, top fetcher.Store, base string, info snapshot.SnapshotInfo, ix snapshot.IndexInfo, parallel int) ([]int, error) {
+	if n := len(ix.ShardGenerations); n > 0 {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out, nil
+	}
+	batch := max(parallel, 1)
+	var out []int
+	for from := 0; from < MaxProbedShards; from += batch {
+		n := min(batch, MaxProbedShards-from)
+		found := make([]error, n)
+		each(ctx, n, parallel, func(i int) {
+			key := path.Join(SnapshotShardPath(PathType(ix.ShardPathType), base, ix.ID, from+i), "snap-"+info.UUID+".dat")
+			_, found[i] = top.Stat(ctx, key)
+		})
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for i, err := range found {
+			if errors.Is(err, fetcher.ErrNotFound) {
+				return out, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, from+i)
+		}
+	}
+	return out, nil
+}

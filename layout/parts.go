@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/segfs/segfs/fetcher"
@@ -20,6 +21,7 @@ import (
 // would.
 type partsStore struct {
 	fetcher.Store
+	mu     sync.RWMutex
 	joined map[string][]fetcher.Object // blob name -> its parts, in order
 }
 
@@ -28,6 +30,36 @@ type partsStore struct {
 // and in order.
 func newPartsStore(inner fetcher.Store, joined map[string][]fetcher.Object) *partsStore {
 	return &partsStore{Store: inner, joined: joined}
+}
+
+// PartsStore is a store that shows files stored in parts as one object
+// each, for a mount that adds them as it resolves shards (a snapshot
+// repository's); a single shard's store does so itself (Resolve).
+type PartsStore struct{ *partsStore }
+
+// NewPartsStore returns inner with no joined files yet.
+func NewPartsStore(inner fetcher.Store) PartsStore {
+	return PartsStore{newPartsStore(inner, map[string][]fetcher.Object{})}
+}
+
+// Add makes key read as parts joined, in order, and returns the object
+// it reads as.
+func (s PartsStore) Add(key string, parts []fetcher.Object) fetcher.Object {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.joined[key] = parts
+	return joinParts(key, parts)
+}
+
+// Unwrap returns the store below (fetcher.CacheSource names its source).
+func (s *partsStore) Unwrap() fetcher.Store { return s.Store }
+
+// partsOf returns the parts of key, if it is a joined file.
+func (s *partsStore) partsOf(key string) ([]fetcher.Object, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	parts, ok := s.joined[key]
+	return parts, ok
 }
 
 // joinParts returns the object a file stored as parts reads as.
@@ -48,7 +80,7 @@ func joinParts(key string, parts []fetcher.Object) fetcher.Object {
 // Stat returns a joined file's object from its parts' current
 // identities (a HEAD each), or the inner store's object.
 func (s *partsStore) Stat(ctx context.Context, key string) (fetcher.Object, error) {
-	parts, ok := s.joined[key]
+	parts, ok := s.partsOf(key)
 	if !ok {
 		return s.Store.Stat(ctx, key)
 	}
@@ -72,7 +104,7 @@ func (s *partsStore) ReadRange(ctx context.Context, obj fetcher.Object, off int6
 // ReadRangeProgress is ReadRange telling progress as each part's bytes
 // are final (fetcher.ReadRangeProgress).
 func (s *partsStore) ReadRangeProgress(ctx context.Context, obj fetcher.Object, off int64, p []byte, progress func(filled int)) error {
-	parts, ok := s.joined[obj.Key]
+	parts, ok := s.partsOf(obj.Key)
 	if !ok {
 		return fetcher.ReadRangeProgress(ctx, s.Store, obj, off, p, progress)
 	}

@@ -31,6 +31,9 @@ type SnapshotShard struct {
 	Info     snapshot.SnapshotInfo
 	IndexID  string
 	Path     string // the shard directory below the root
+	// Joined are the files stored in parts, by blob name: their parts,
+	// keyed below Data's inner store (the shard's directory).
+	Joined map[string][]fetcher.Object
 	// Checksums are the files' Lucene footer checksums the snapshot
 	// records (base 36 there), by name; a file whose checksum is not a
 	// CRC32 in base 36 (a legacy file) has none.
@@ -70,6 +73,21 @@ func (s Snapshot) Resolve(ctx context.Context, open Opener, base string, log *sl
 		return nil, err
 	}
 	repo, err := readRoot(ctx, top, base)
+	if err != nil {
+		return nil, err
+	}
+	return s.ResolveIn(ctx, open, base, repo, log)
+}
+
+// ReadSnapshotRoot reads the root of the snapshot repository below base
+// in top: index.latest and the index-N it names.
+func ReadSnapshotRoot(ctx context.Context, top fetcher.Store, base string) (*snapshot.Repository, error) {
+	return readRoot(ctx, top, base)
+}
+
+// ResolveIn is Resolve in a repository whose root was read (repo).
+func (s Snapshot) ResolveIn(ctx context.Context, open Opener, base string, repo *snapshot.Repository, log *slog.Logger) (*SnapshotShard, error) {
+	top, err := open(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +168,7 @@ func (s Snapshot) Resolve(ctx context.Context, open Opener, base string, log *sl
 	}
 	if joined != nil {
 		out.Data = newPartsStore(data, joined)
+		out.Joined = joined
 	}
 	log.Info("snapshot shard resolved", "snapshot", info.Name, "uuid", info.UUID, "index", s.Index, "index_id", ix.ID,
 		"shard", s.Shard, "files", len(out.Entries), "generation", gen)

@@ -48,7 +48,7 @@ type mountCmd struct {
 	PprofAddr           string        `name:"pprof-addr" help:"Serve Go profiles (heap, goroutines, CPU and execution traces on demand) at http://ADDR/debug/pprof/ (e.g. 127.0.0.1:6060), on a listener of their own: --metrics-addr never serves them. Off by default: profiles show the process's memory."`
 	Debug               bool          `help:"Log every FUSE request and its answer, at info level (very verbose)."`
 	Refresh             time.Duration `name:"refresh" default:"0" placeholder:"DURATION" help:"List the store again every DURATION (e.g. 30s) and change the view to it: new objects appear, removed ones go, an object whose ETag or size changed becomes a new file (a new inode) while handles opened before keep reading the old version as far as the cache or the store still holds it. With --layout opensearch: look for a newer metadata file (one listing of the metadata prefix; the data prefix is not listed again) and show its commit, its files before its segments_N. SIGHUP refreshes at once, with or without it. 0 (the default): the view stays as listed at mount until a SIGHUP."`
-	MaxShards           int           `name:"max-shards" default:"1000" placeholder:"N" help:"With a repository mount (--layout opensearch without --shard): most shards shown at once; the lookup of one more fails with EIO and a log line. Each shard's files count in the memory bound as it is looked up."`
+	MaxShards           int           `name:"max-shards" default:"1000" placeholder:"N" help:"With a repository mount (--layout opensearch without --shard, or --layout snapshot without --index and --shard): most shards shown at once; the lookup of one more fails with EIO and a log line. Each shard's files count in the memory bound as it is looked up."`
 	KeepRemoved         time.Duration `name:"keep-removed" default:"1m" placeholder:"DURATION" help:"With --layout opensearch: how long a file that a newer commit no longer names stays visible after the refresh that dropped it, for the readers of the older commit that still open it. 0 removes it at once."`
 
 	AllowOther   bool          `name:"allow-other" xor:"allow" help:"Let every user use the mount (FUSE allow_other), as --uid, --gid, --file-mode and --dir-mode permit: the kernel checks them for each access (root bypasses them). Without it or --allow-root, only the mounting user may use the mount. A user other than root needs user_allow_other in /etc/fuse.conf."`
@@ -94,7 +94,7 @@ func (c *mountCmd) validate() error {
 	if err := c.layoutFlags.check(); err != nil {
 		return err
 	}
-	if c.repository() {
+	if c.repository() || c.snapshotRepository() {
 		switch {
 		case c.Refresh > 0:
 			return fmt.Errorf("--refresh: a repository mount (--layout opensearch without --shard) does not refresh yet; each shard shows its newest metadata as of its first lookup")
@@ -177,10 +177,13 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	defer stop()
 
 	var src *source
-	var tree *repoTree
-	if c.repository() {
+	var tree segfs.Lazy
+	switch {
+	case c.repository():
 		src, tree, err = openRepository(ctx, c.Source, c.layoutFlags, c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log), c.MaxShards, log)
-	} else {
+	case c.snapshotRepository():
+		src, tree, err = openSnapshotRepository(ctx, c.Source, c.layoutFlags, c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log), c.MaxShards, log)
+	default:
 		src, err = openSource(ctx, c.Source, c.layoutFlags, c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log), c.MaxFetches, false, log)
 	}
 	if err != nil {

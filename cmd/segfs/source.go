@@ -62,6 +62,12 @@ func (f layoutFlags) check() error {
 	if f.Layout != "snapshot" && (f.Index != "" || f.Snapshot != "newest" && f.Snapshot != "") {
 		return fmt.Errorf("--index and --snapshot need --layout snapshot")
 	}
+	if f.snapshotRepository() {
+		if f.IndexUUID != "" || f.PathType != "" || f.HashAlgorithm != "" || f.Metadata != "newest" {
+			return fmt.Errorf("--index-uuid, --path-type, --hash-algorithm and --metadata are --layout opensearch's")
+		}
+		return nil // a whole snapshot repository (a mount)
+	}
 	if f.Layout == "snapshot" {
 		switch {
 		case f.IndexUUID != "" || f.PathType != "" || f.HashAlgorithm != "" || f.Metadata != "newest":
@@ -112,6 +118,8 @@ func openSource(ctx context.Context, src string, f layoutFlags, cfg fetcher.Conf
 		return openRepositoryAll(ctx, src, f, cfg, tolerate, log)
 	case f.Layout == "opensearch":
 		return openShard(ctx, src, f, cfg, parallel, tolerate, log)
+	case f.snapshotRepository():
+		return nil, fmt.Errorf("--layout snapshot without --index and --shard mounts a whole repository; restore and verify take one shard (--index, --shard)")
 	case f.Layout == "snapshot":
 		return openSnapshot(ctx, src, f, cfg, tolerate, log)
 	}
