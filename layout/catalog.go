@@ -66,11 +66,7 @@ const MaxProbedShards = 1024
 // whose metadata cannot be read is listed with its error; an error
 // reading the root is returned.
 func ReadCatalog(ctx context.Context, open Opener, base string, f CatalogFilter, parallel int) (*Catalog, error) {
-	top, err := open(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	repo, err := readRoot(ctx, top, base)
+	top, repo, err := openRoot(ctx, open, base)
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +204,16 @@ func catalogShard(ctx context.Context, top fetcher.Store, key string, sh int) Ca
 		}
 	}
 	return out
+}
+
+// openRoot opens the repository's root and reads its index-N.
+func openRoot(ctx context.Context, open Opener, base string) (fetcher.Store, *snapshot.Repository, error) {
+	top, err := open(ctx, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	repo, err := readRoot(ctx, top, base)
+	return top, repo, err
 }
 
 // readRoot reads index.latest and the root index-N of the repository

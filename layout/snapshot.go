@@ -68,11 +68,7 @@ func (s Snapshot) Resolve(ctx context.Context, open Opener, base string, log *sl
 	if s.Shard < 0 {
 		return nil, fmt.Errorf("--shard %d: must not be negative", s.Shard)
 	}
-	top, err := open(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	repo, err := readRoot(ctx, top, base)
+	_, repo, err := openRoot(ctx, open, base)
 	if err != nil {
 		return nil, err
 	}

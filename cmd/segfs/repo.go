@@ -38,11 +38,10 @@ func (f layoutFlags) checkRepository() error {
 // reads through one store, the repository's root, so one fetch pool and
 // one cache serve them all.
 type repoTree struct {
-	repo      *layout.Repository
-	maxShards int
-	log       *slog.Logger
+	repo *layout.Repository
+	log  *slog.Logger
 
-	resolved atomic.Int64 // shards resolved
+	budget shardBudget
 
 	mu      sync.Mutex
 	indices map[string]layout.IndexRef // by UUID, as first asked for
@@ -63,7 +62,7 @@ func openRepository(ctx context.Context, src string, f layoutFlags, cfg fetcher.
 		return nil, nil, err
 	}
 	t := &repoTree{repo: &layout.Repository{Top: top, Base: base, IndexUUID: f.IndexUUID, Log: log},
-		maxShards: maxShards, log: log, indices: map[string]layout.IndexRef{}}
+		budget: shardBudget{max: int64(maxShards)}, log: log, indices: map[string]layout.IndexRef{}}
 	if f.IndexUUID != "" {
 		if _, ok, err := t.index(ctx, f.IndexUUID); err != nil {
 			return nil, nil, err
@@ -133,23 +132,50 @@ func (t *repoTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 		return names, nil
 	}
 	uuid, _ := t.split(dir)
-	ref, ok, err := t.index(ctx, uuid)
-	switch {
-	case err != nil:
-		return nil, err
-	case !ok:
-		return nil, fmt.Errorf("%w: index %s is no longer in the repository", layout.ErrLayout, uuid)
-	}
-	shards, err := t.repo.Shards(ctx, ref)
+	ref, err := t.knownIndex(ctx, uuid)
 	if err != nil {
 		return nil, err
 	}
+	shards, err := t.repo.Shards(ctx, ref)
+	return shardNames(shards), err
+}
+
+// knownIndex is index for an index the tree shows: gone is an error.
+func (t *repoTree) knownIndex(ctx context.Context, uuid string) (layout.IndexRef, error) {
+	ref, ok, err := t.index(ctx, uuid)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: index %s is no longer in the repository", layout.ErrLayout, uuid)
+	}
+	return ref, err
+}
+
+// shardNames returns shard numbers as directory names.
+func shardNames(shards []int) []string {
 	names := make([]string, len(shards))
 	for i, n := range shards {
 		names[i] = strconv.Itoa(n)
 	}
-	return names, nil
+	return names
 }
+
+// shardBudget counts the shards a repository mount shows against
+// --max-shards.
+type shardBudget struct {
+	max int64
+	n   atomic.Int64
+}
+
+// take counts one more shard, or refuses it; give returns one taken for
+// a shard that did not resolve.
+func (b *shardBudget) take() error {
+	if b.n.Add(1) > b.max {
+		b.n.Add(-1)
+		return fmt.Errorf("--max-shards %d: that many shards are shown already", b.max)
+	}
+	return nil
+}
+
+func (b *shardBudget) give() { b.n.Add(-1) }
 
 // Has implements segfs.Lazy: an index made after the root was listed,
 // or a shard number its index's listing did not show.
@@ -182,23 +208,19 @@ func (t *repoTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a shard's directory", dir)
 	}
-	ref, ok, err := t.index(ctx, uuid)
-	switch {
-	case err != nil:
+	ref, err := t.knownIndex(ctx, uuid)
+	if err != nil {
 		return nil, err
-	case !ok:
-		return nil, fmt.Errorf("%w: index %s is no longer in the repository", layout.ErrLayout, uuid)
 	}
-	if n := t.resolved.Add(1); n > int64(t.maxShards) {
-		t.resolved.Add(-1)
-		return nil, fmt.Errorf("--max-shards %d: that many shards are shown already", t.maxShards)
+	if err := t.budget.take(); err != nil {
+		return nil, err
 	}
 	sh, entries, err := t.repo.Shard(ctx, ref, shard, dir)
 	if err == nil {
 		err = sh.Err()
 	}
 	if err != nil {
-		t.resolved.Add(-1)
+		t.budget.give()
 		return nil, err
 	}
 	return entries, nil

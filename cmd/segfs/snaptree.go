@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
@@ -29,12 +28,11 @@ func (f layoutFlags) snapshotRepository() bool {
 // through one store, the repository's root, whose PartsStore shows the
 // files stored in parts as they resolve.
 type snapTree struct {
-	top       fetcher.Store
-	parts     layout.PartsStore
-	base      string
-	maxShards int
-	log       *slog.Logger
-	resolved  atomic.Int64
+	top    fetcher.Store
+	parts  layout.PartsStore
+	base   string
+	budget shardBudget
+	log    *slog.Logger
 
 	mu   sync.Mutex
 	repo *snapshot.Repository // the root as last read
@@ -59,7 +57,7 @@ func openSnapshotRepository(ctx context.Context, src string, f layoutFlags, cfg 
 	if err != nil {
 		return nil, nil, err
 	}
-	t := &snapTree{top: top, parts: layout.NewPartsStore(top), base: base, maxShards: maxShards, log: log, repo: repo}
+	t := &snapTree{top: top, parts: layout.NewPartsStore(top), base: base, budget: shardBudget{max: int64(maxShards)}, log: log, repo: repo}
 	log.Info("snapshot repository", "source", top.String(), "generation", repo.Generation, "snapshots", len(repo.Snapshots), "indices", len(repo.Indices))
 	return &source{store: t.parts}, t, nil
 }
@@ -117,14 +115,7 @@ func (t *snapTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 		return nil, err
 	}
 	shards, err := layout.SnapshotShards(ctx, t.top, t.base, info, ix, 16)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(shards))
-	for i, n := range shards {
-		names[i] = strconv.Itoa(n)
-	}
-	return names, nil
+	return shardNames(shards), err
 }
 
 // Has implements segfs.Lazy: a snapshot taken after the root was read
@@ -163,9 +154,8 @@ func (t *snapTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a shard's directory", dir)
 	}
-	if n := t.resolved.Add(1); n > int64(t.maxShards) {
-		t.resolved.Add(-1)
-		return nil, fmt.Errorf("--max-shards %d: that many shards are shown already", t.maxShards)
+	if err := t.budget.take(); err != nil {
+		return nil, err
 	}
 	open := func(ctx context.Context, sub string) (fetcher.Store, error) { return fetcher.Sub(t.top, sub) }
 	sh, err := layout.Snapshot{Name: parts[0], Index: parts[1], Shard: shard}.ResolveIn(ctx, open, t.base, t.root(), t.log)
@@ -173,7 +163,7 @@ func (t *snapTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 		err = sh.Err()
 	}
 	if err != nil {
-		t.resolved.Add(-1)
+		t.budget.give()
 		return nil, err
 	}
 	out := make([]entry.Entry, len(sh.Entries))

@@ -41,6 +41,20 @@ func putRepoShard(t *testing.T, put osremote.Put, o osremote.Options) repoShard 
 	return repoShard{uuid: o.IndexUUID, shard: o.Shard, want: want(files, ref)}
 }
 
+// dirNames returns the names dir lists, sorted.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("list %s: %v", dir, err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
 // One mount of a whole OpenSearch repository (issue 37): indices of the
 // fixed and the hashed path types, several shards each, under
 // MOUNTPOINT/<index-uuid>/<shard>/, every healthy shard byte-exact; a
@@ -85,25 +99,13 @@ func TestRepositoryMount(t *testing.T) {
 	}
 
 	m := mountS3(t, srv, "s3://"+bucket+"/repo", "--layout", "opensearch")
-	names := func(dir string) []string {
-		t.Helper()
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatalf("list %s: %v", dir, err)
-		}
-		var out []string
-		for _, e := range ents {
-			out = append(out, e.Name())
-		}
-		return out
-	}
-	if got := names(m.Dir); !slices.Equal(got, []string{fixed, hashed}) {
+	if got := dirNames(t, m.Dir); !slices.Equal(got, []string{fixed, hashed}) {
 		t.Errorf("the root lists %q, want the two indices", got)
 	}
-	if got := names(filepath.Join(m.Dir, fixed)); !slices.Equal(got, []string{"0", "1"}) {
+	if got := dirNames(t, filepath.Join(m.Dir, fixed)); !slices.Equal(got, []string{"0", "1"}) {
 		t.Errorf("the fixed index lists %q, want shards 0 and 1", got)
 	}
-	if got := names(filepath.Join(m.Dir, hashed)); !slices.Equal(got, []string{"0", "1", "2"}) {
+	if got := dirNames(t, filepath.Join(m.Dir, hashed)); !slices.Equal(got, []string{"0", "1", "2"}) {
 		t.Errorf("the hashed index lists %q, want shards 0 to 2 (its index path file's count)", got)
 	}
 	for _, s := range shards {
@@ -141,7 +143,7 @@ func TestRepositoryMount(t *testing.T) {
 
 	// --index-uuid alone: the index's shards at the root.
 	one := mountS3(t, srv, "s3://"+bucket+"/repo", "--layout", "opensearch", "--index-uuid", fixed)
-	if got := names(one.Dir); !slices.Equal(got, []string{"0", "1"}) {
+	if got := dirNames(t, one.Dir); !slices.Equal(got, []string{"0", "1"}) {
 		t.Errorf("a mount of one index lists %q, want its shards", got)
 	}
 	checkShardDir(t, filepath.Join(one.Dir, "1"), shards[1].want)

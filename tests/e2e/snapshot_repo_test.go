@@ -54,23 +54,11 @@ func TestSnapshotRepositoryMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := mountS3(t, srv, "s3://"+bucket+"/repo", "--layout", "snapshot")
-	names := func(dir string) []string {
-		t.Helper()
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatalf("list %s: %v", dir, err)
-		}
-		var out []string
-		for _, e := range ents {
-			out = append(out, e.Name())
-		}
-		return out
-	}
 	for dir, want := range map[string][]string{
 		"": {"daily-1", "daily-2"}, "daily-1": {"logs"}, "daily-2": {"logs", "metrics"},
 		"daily-1/logs": {"0", "1"}, "daily-2/metrics": {"0"},
 	} {
-		if got := names(filepath.Join(m.Dir, dir)); !slices.Equal(got, want) {
+		if got := dirNames(t, filepath.Join(m.Dir, dir)); !slices.Equal(got, want) {
 			t.Errorf("%s/ lists %q, want %q", dir, got, want)
 		}
 	}
