@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -142,6 +143,14 @@ func escapedInJSON(r rune, size int) bool {
 // whole runes, as slog's JSON handler and json.Encoder write a whole
 // record or value at once.
 type escapedJSON struct{ w io.Writer }
+
+// writeJSON writes v to w as indented JSON, with the characters a
+// terminal would act on escaped (escapedJSON): a command's --json output.
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(escapedJSON{w})
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
 
 func (e escapedJSON) Write(p []byte) (int, error) {
 	if _, err := e.w.Write(escapeJSON(p)); err != nil {

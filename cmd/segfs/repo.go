@@ -53,11 +53,7 @@ func openRepository(ctx context.Context, src string, f layoutFlags, cfg fetcher.
 	if err := f.checkRepository(); err != nil {
 		return nil, nil, err
 	}
-	_, root, base, err := repository(src, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	top, err := fetcher.Open(ctx, root, cfg)
+	top, base, err := repositoryRoot(ctx, src, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

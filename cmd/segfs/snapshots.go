@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,9 +64,7 @@ func (c *snapshotsCmd) report(w io.Writer, cat *layout.Catalog) int {
 		}
 	}
 	if c.JSON {
-		enc := json.NewEncoder(escapedJSON{w})
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(cat)
+		writeJSON(w, cat)
 		return bad
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

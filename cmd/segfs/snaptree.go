@@ -45,11 +45,7 @@ func openSnapshotRepository(ctx context.Context, src string, f layoutFlags, cfg 
 	if f.Snapshot != "newest" && f.Snapshot != "" {
 		return nil, nil, fmt.Errorf("--snapshot %s: a mount of the whole repository shows every snapshot; name --index and --shard too to mount one shard of it", f.Snapshot)
 	}
-	_, root, base, err := repository(src, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	top, err := fetcher.Open(ctx, root, cfg)
+	top, base, err := repositoryRoot(ctx, src, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

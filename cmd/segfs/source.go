@@ -165,6 +165,17 @@ func repository(src string, cfg fetcher.Config) (open layout.Opener, root, base 
 	return open, root, base, nil
 }
 
+// repositoryRoot opens the store of a repository's root from SOURCE
+// (the bucket, or the directory) and returns it with the base path.
+func repositoryRoot(ctx context.Context, src string, cfg fetcher.Config) (top fetcher.Store, base string, err error) {
+	_, root, base, err := repository(src, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	top, err = fetcher.Open(ctx, root, cfg)
+	return top, base, err
+}
+
 // openShard resolves an OpenSearch shard. SOURCE names the repository:
 // for S3 the bucket is its root and the prefix its base path (a hashed
 // prefix comes before the base path, so the root is the bucket); a

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -321,9 +320,7 @@ func (c *verifyCmd) report(w io.Writer, results []verifyResult) int {
 			Damaged int            `json:"damaged"`
 			Summary string         `json:"summary"`
 		}{c.Source, c.Deep, results, bad, summary}
-		enc := json.NewEncoder(escapedJSON{w})
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
+		writeJSON(w, out)
 		return bad
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

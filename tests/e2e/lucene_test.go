@@ -11,6 +11,7 @@ import (
 
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/harness"
+	"github.com/segfs/segfs/tests/localstore"
 	"github.com/segfs/segfs/tests/osremote"
 )
 
@@ -33,6 +34,17 @@ func testLucene(t *testing.T) harness.Lucene {
 	return lu
 }
 
+// buildTestIndex has the real Lucene write luceneTestIndex into a new
+// directory, and returns the directory and its files.
+func buildTestIndex(ctx context.Context, t *testing.T, lu harness.Lucene) (string, map[string][]byte) {
+	t.Helper()
+	local := filepath.Join(t.TempDir(), "index")
+	if err := lu.Build(ctx, local, luceneTestIndex); err != nil {
+		t.Fatal(err)
+	}
+	return local, localstore.ReadTree(t, local)
+}
+
 // Through a mount of the uploaded index, Lucene's CheckIndex finds it
 // clean, and DirectoryReader.open with MMapDirectory (page faults the
 // kernel turns into FUSE reads) and with NIOFSDirectory (preads) sees
@@ -45,10 +57,7 @@ func TestLuceneThroughMount(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	local := filepath.Join(t.TempDir(), "index")
-	if err := lu.Build(ctx, local, luceneTestIndex); err != nil {
-		t.Fatal(err)
-	}
+	local, _ := buildTestIndex(ctx, t, lu)
 	bucket := newBucket(t, srv)
 	if err := srv.UploadDir(ctx, bucket, "index", local); err != nil {
 		t.Fatal(err)

@@ -29,11 +29,7 @@ func TestSnapshotLayoutParts(t *testing.T) {
 	srv := needServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	local := filepath.Join(t.TempDir(), "index")
-	if err := lu.Build(ctx, local, luceneTestIndex); err != nil {
-		t.Fatal(err)
-	}
-	files := localstore.ReadTree(t, local)
+	_, files := buildTestIndex(ctx, t, lu)
 	const partSize = 64 << 10
 	many := 0
 	for _, b := range files {

@@ -29,11 +29,7 @@ func TestSnapshotLayoutMount(t *testing.T) {
 	srv := needServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	local := filepath.Join(t.TempDir(), "index")
-	if err := lu.Build(ctx, local, luceneTestIndex); err != nil {
-		t.Fatal(err)
-	}
-	first := localstore.ReadTree(t, local)
+	local, first := buildTestIndex(ctx, t, lu)
 	bucket := newBucket(t, srv)
 	put := func(key string, data []byte) error {
 		_, err := srv.PutBytes(ctx, bucket, key, data)
