@@ -134,6 +134,19 @@ func TestRepositoryMount(t *testing.T) {
 	}
 	t.Logf("segfs said: %s", line)
 
+	// segfs status sums the files by shard.
+	text, errs, code := segfsCmd(t, "status", m.Dir)
+	if code != 0 {
+		t.Fatalf("segfs status: exit %d: %s", code, errs)
+	}
+	_, dirs, _ := strings.Cut(text, "\ndirectories")
+	dirs, _, _ = strings.Cut(dirs, "\n\n")
+	for _, s := range shards {
+		if dir := fmt.Sprintf("%s/%d/", s.uuid, s.shard); !strings.Contains(dirs, dir) {
+			t.Errorf("segfs status's directories do not list the shard %s:\n%s", dir, text)
+		}
+	}
+
 	// An index uploaded after the mount: opened by its name.
 	s := putRepoShard(t, put, osremote.Options{Base: "repo", IndexUUID: late, Shard: 0, PathType: layout.Fixed, Version: 2, Seed: 30})
 	checkShardDir(t, filepath.Join(m.Dir, late, "0"), s.want)
