@@ -31,6 +31,8 @@ type fileNode struct {
 	attr   *Attr // the tree's owner and modes
 
 	stale atomic.Bool // a read found the object changed or gone (toErrnoOnce)
+	// dir counts the reads of a repository mount's shard; nil elsewhere.
+	dir atomic.Pointer[DirCounters]
 
 	// Guarded by mu: the node's place in its directory, for the prefetch
 	// policies (a Refresh that changes the directory moves it), and how
@@ -225,6 +227,9 @@ func (f *fileNode) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, of
 		return nil, syscall.EBADF // Open always returns a fileHandle
 	}
 	data, release, err := h.rh.Read(ctx, dest, off)
+	if dc := f.dir.Load(); dc != nil {
+		dc.count(len(data), err)
+	}
 	if err != nil {
 		errno := toErrnoOnce(f.log, "read", f.entry.Obj.Key, err, &f.stale)
 		if errno == syscall.ESTALE {

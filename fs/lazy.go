@@ -3,8 +3,10 @@ package fs
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +34,28 @@ type Lazy interface {
 	// Files returns the files of dir, a directory at Depth, each named
 	// dir + its name.
 	Files(ctx context.Context, dir string) ([]entry.Entry, error)
+}
+
+// DirCounters are the reads of one shard's directory of a repository
+// mount: a set per shard shown, so at most --max-shards of them.
+type DirCounters struct {
+	Reads, ReadBytes, ReadErrors atomic.Int64
+}
+
+func (c *DirCounters) count(n int, err error) {
+	c.Reads.Add(1)
+	c.ReadBytes.Add(int64(n))
+	if err != nil {
+		c.ReadErrors.Add(1)
+	}
+}
+
+// DirReads returns the read counters of each shard directory a
+// repository mount shows, by its path ("uuid/0/").
+func (r *Root) DirReads() map[string]*DirCounters {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.dirReads)
 }
 
 // lazyRetry is how long a directory that failed to resolve answers EIO
@@ -230,8 +254,19 @@ func (r *Root) addFiles(dn *dirNode, dir string, entries []entry.Entry) error {
 		}
 	}
 	dirs, places := reader.Dirs(ok)
+	dc := r.dirReads[dir]
+	if dc == nil {
+		dc = &DirCounters{}
+		if r.dirReads == nil {
+			r.dirReads = map[string]*DirCounters{}
+		}
+		r.dirReads[dir] = dc
+	}
 	for i, e := range ok {
 		r.putFileLocked(e, places[i])
+		if n := r.fileNodeAt(e.Name); n != nil {
+			n.dir.Store(dc)
+		}
 	}
 	d, has := dirs[dir]
 	dn.setDir(d, has, r.reader)

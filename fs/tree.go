@@ -55,6 +55,9 @@ type Root struct {
 	lazy   Lazy
 	admit  func(files int) error
 	lazySt lazyState // the root's resolution
+	// dirReads are the read counters of each shard directory shown, by
+	// its path; guarded by mu.
+	dirReads map[string]*DirCounters
 }
 
 var _ = (gofs.NodeOnAdder)((*Root)(nil))

@@ -36,11 +36,15 @@ type metricsServer struct {
 // without a tree) on addr and its profiles on pprofAddr; either may be
 // "" (not served).
 func startMetrics(addr, pprofAddr string, eng *engine, root *segfs.Root, log *slog.Logger) (*metricsServer, error) {
-	prom := promHandler(promSources{
+	src := promSources{
 		counters:    func() []any { return counterStructs(eng, root) },
 		histograms:  []any{eng.store.Counters(), eng.rd.Stats(), eng.sched.Histograms()},
 		passthrough: eng.rd.Passthrough,
-	})
+	}
+	if root != nil {
+		src.shards = root.DirReads
+	}
+	prom := promHandler(src)
 	cfg := metricsConfig{Addr: addr, PprofAddr: pprofAddr, Limits: metricsLimits(), PprofLimits: pprofLimits()}
 	return serveMetrics(cfg, func() map[string]int64 {
 		return statsSnapshot(eng, root)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/stats"
 )
 
@@ -20,6 +21,9 @@ type promSources struct {
 	counters    func() []any
 	histograms  []any
 	passthrough func() bool
+	// shards are a repository mount's read counters of each shard it
+	// shows (at most --max-shards); nil for another mount.
+	shards func() map[string]*segfs.DirCounters
 }
 
 // histogramHelp describes each histogram family; a family missing here
@@ -79,6 +83,21 @@ func (p promCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(
 			prometheus.NewDesc("segfs_passthrough", "1 while opens of fully cached files are handed to the kernel (--passthrough).", nil, nil),
 			prometheus.GaugeValue, b2f(p.src.passthrough()))
+	}
+	if p.src.shards != nil {
+		for dir, c := range p.src.shards() {
+			shard := strings.TrimSuffix(dir, "/")
+			for _, m := range []struct {
+				name, help string
+				v          int64
+			}{
+				{"segfs_shard_reads_total", "Reads of the files of one shard of a repository mount.", c.Reads.Load()},
+				{"segfs_shard_read_bytes_total", "Bytes read from the files of one shard of a repository mount.", c.ReadBytes.Load()},
+				{"segfs_shard_read_errors_total", "Reads of one shard of a repository mount that failed.", c.ReadErrors.Load()},
+			} {
+				ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(m.name, m.help, []string{"shard"}, nil), prometheus.CounterValue, float64(m.v), shard)
+			}
+		}
 	}
 	bounds := make([]float64, len(stats.Bounds))
 	for i, b := range stats.Bounds {

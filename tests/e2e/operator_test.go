@@ -95,17 +95,9 @@ func TestMetricsPrometheus(t *testing.T) {
 	checkObjects(t, m.Dir, objs)
 	stats := harness.WaitIdle(t, m)
 
-	resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}).Get("http://" + m.MetricsAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
-	}
+	body := metricsText(t, m)
 	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
 	}
@@ -330,4 +322,19 @@ func TestVersionAndLogFormat(t *testing.T) {
 	if !mounted {
 		t.Errorf("no JSON line says mounted:\n%s", m.Log())
 	}
+}
+
+// metricsText returns the mount's /metrics.
+func metricsText(t *testing.T, m *harness.Mount) string {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}).Get("http://" + m.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(body)
 }

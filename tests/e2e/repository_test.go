@@ -147,6 +147,25 @@ func TestRepositoryMount(t *testing.T) {
 		}
 	}
 
+	// /metrics counts the reads of each shard shown, under its label.
+	body := metricsText(t, m)
+	for _, s := range shards {
+		label := fmt.Sprintf(`segfs_shard_read_bytes_total{shard="%s/%d"}`, s.uuid, s.shard)
+		var total int64
+		for _, b := range s.want {
+			total += int64(len(b))
+		}
+		var got float64
+		for _, l := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(l, label+" "); ok {
+				fmt.Sscan(v, &got)
+			}
+		}
+		if int64(got) < total {
+			t.Errorf("%s = %v, want at least the %d bytes read", label, got, total)
+		}
+	}
+
 	// An index uploaded after the mount: opened by its name.
 	s := putRepoShard(t, put, osremote.Options{Base: "repo", IndexUUID: late, Shard: 0, PathType: layout.Fixed, Version: 2, Seed: 30})
 	checkShardDir(t, filepath.Join(m.Dir, late, "0"), s.want)
