@@ -58,6 +58,30 @@ func (r *Root) DirReads() map[string]*DirCounters {
 	return maps.Clone(r.dirReads)
 }
 
+// Relist makes every lazy directory of directories listed so far list
+// again at its next use (a refresh of a repository mount): names new in
+// the store show; none goes (a shard's own files follow its commits).
+func (r *Root) Relist() {
+	if r.lazy == nil {
+		return
+	}
+	var walk func(in *gofs.Inode, st *lazyState, depth int)
+	walk = func(in *gofs.Inode, st *lazyState, depth int) {
+		if depth >= r.lazy.Depth() {
+			return
+		}
+		st.mu.Lock()
+		st.done = false
+		st.mu.Unlock()
+		for _, child := range in.Children() {
+			if ld, ok := child.Operations().(*lazyDir); ok {
+				walk(&ld.Inode, &ld.st, ld.depth)
+			}
+		}
+	}
+	walk(&r.Inode, &r.lazySt, 0)
+}
+
 // lazyRetry is how long a directory that failed to resolve answers EIO
 // before its next use tries again; lazyTimeout bounds one resolution,
 // which no caller's interrupt cuts short (its result serves every

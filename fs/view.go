@@ -101,8 +101,27 @@ func (r *Root) Refresh(entries []entry.Entry) Change {
 // policies (reader.Dirs), as a new index would.
 func (r *Root) RefreshKeeping(entries []entry.Entry, keep time.Duration, now time.Time) (Change, time.Time) {
 	shown := Shown(entries, quiet)
-	c, next := r.apply(shown, keep, now)
+	c, next := r.apply(func([]entry.Entry) []entry.Entry { return shown }, keep, now)
 	c.Hidden = len(entries) - len(shown)
+	r.stats.Refreshes.Add(1)
+	r.stats.ViewListed.Store(now.UnixNano())
+	return c, next
+}
+
+// RefreshWith is RefreshKeeping of the listing update makes of the last
+// one applied, which it is given under the tree's locks: a repository
+// mount's refresh replaces the files of the shards that have a newer
+// commit and keeps the rest as they are, those of a shard resolved
+// since it asked the store included.
+func (r *Root) RefreshWith(update func(listed []entry.Entry) []entry.Entry, keep time.Duration, now time.Time) (Change, time.Time) {
+	var hidden int
+	c, next := r.apply(func(listed []entry.Entry) []entry.Entry {
+		entries := update(listed)
+		shown := Shown(entries, quiet)
+		hidden = len(entries) - len(shown)
+		return shown
+	}, keep, now)
+	c.Hidden = hidden
 	r.stats.Refreshes.Add(1)
 	r.stats.ViewListed.Store(now.UnixNano())
 	return c, next
@@ -119,10 +138,7 @@ func (r *Root) Listed() []entry.Entry {
 // Expire removes the kept names whose time is up at now, and returns
 // when the next one is due (zero if none is kept).
 func (r *Root) Expire(now time.Time) (Change, time.Time) {
-	r.mu.Lock()
-	listed := r.listed
-	r.mu.Unlock()
-	return r.apply(listed, 0, now)
+	return r.apply(func(listed []entry.Entry) []entry.Entry { return listed }, 0, now)
 }
 
 // kept is a name a newer listing dropped, shown until until.
@@ -131,11 +147,16 @@ type kept struct {
 	until time.Time
 }
 
-// apply makes the tree show shown (a listing as Shown returns it) and
-// the names kept from earlier listings, dropping those due at now; names
-// leaving the listing are kept until keep after now.
-func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Change, time.Time) {
+// apply makes the tree show the listing listing gives (as Shown returns
+// it; it is given the last one applied) and the names kept from earlier
+// listings, dropping those due at now; names leaving the listing are
+// kept until keep after now. It holds the view for writing, then mu
+// (the order of a repository mount's lookups, which add a shard's files
+// under mu inside the view's read lock), for the whole change.
+func (r *Root) apply(listing func(listed []entry.Entry) []entry.Entry, keep time.Duration, now time.Time) (Change, time.Time) {
+	r.lockView()
 	r.mu.Lock()
+	shown := listing(r.listed)
 	r.changed = now
 	old := *r.entries.Load()
 	listedNames := make(map[string]bool, len(shown))
@@ -174,6 +195,7 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 	if c.Empty() {
 		r.entries.Store(&visible) // the same versions; keep the newer listing's times
 		r.mu.Unlock()
+		r.view.Unlock()
 		return c, next
 	}
 	touched := make(map[string]bool)
@@ -186,7 +208,6 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 		touched[dirOf(name)] = true
 	}
 	var notes []func() syscall.Errno
-	r.view.Lock()
 	r.dirtied = make(map[string]bool, len(touched))
 	for dir := range touched {
 		r.dirtied[dir] = true
@@ -252,14 +273,34 @@ func (r *Root) apply(shown []entry.Entry, keep time.Duration, now time.Time) (Ch
 	if r.duringChange != nil {
 		r.duringChange()
 	}
-	r.view.Unlock()
 	r.mu.Unlock()
+	r.view.Unlock()
 
 	r.stats.FilesAdded.Add(int64(len(c.Added)))
 	r.stats.FilesChanged.Add(int64(len(c.Changed)))
 	r.stats.FilesRemoved.Add(int64(len(c.Removed)))
 	r.notify(notes)
 	return c, next
+}
+
+// viewWait is how long a refresh waits for the view without holding
+// back the lookups that come meanwhile: a writer waiting on a
+// sync.RWMutex blocks new readers, and a repository mount's lookup may
+// hold the view for reading while it resolves a shard from the store.
+// After it, the refresh waits as a writer.
+const viewWait = time.Second
+
+// lockView locks the view for writing: by TryLock while viewWait lasts,
+// then by Lock.
+func (r *Root) lockView() {
+	deadline := time.Now().Add(viewWait)
+	for !r.view.TryLock() {
+		if time.Now().After(deadline) {
+			r.view.Lock()
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // notify sends the kernel's notes, with no lock held.

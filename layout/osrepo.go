@@ -222,6 +222,13 @@ func (r *Repository) Shard(ctx context.Context, ref IndexRef, shard int, prefix 
 	if err != nil {
 		return nil, nil, err
 	}
+	return sh, EntriesBelow(sh, prefix), nil
+}
+
+// EntriesBelow returns a resolved shard's entries named below prefix
+// and keyed below the repository's root (its data path before each
+// blob's name).
+func EntriesBelow(sh *Shard, prefix string) []entry.Entry {
 	out := make([]entry.Entry, len(sh.Entries))
 	for i, e := range sh.Entries {
 		e.Name = prefix + e.Name
@@ -230,5 +237,5 @@ func (r *Repository) Shard(ctx context.Context, ref IndexRef, shard int, prefix 
 		}
 		out[i] = e
 	}
-	return sh, out, nil
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/prefetch"
@@ -96,8 +97,8 @@ func (c *mountCmd) validate() error {
 	}
 	if c.repository() || c.snapshotRepository() {
 		switch {
-		case c.Refresh > 0:
-			return fmt.Errorf("--refresh: a repository mount (--layout opensearch without --shard) does not refresh yet; each shard shows its newest metadata as of its first lookup")
+		case c.Refresh > 0 && c.snapshotRepository():
+			return fmt.Errorf("--refresh: a snapshot never changes; a snapshot repository mount finds a snapshot taken after it at its lookup")
 		case prefetch.Mode(c.Prefetch) == prefetch.All:
 			return fmt.Errorf("--prefetch all: a repository mount resolves its shards as they are used and has no listing to sweep; warm a shard's directory with segfs warm")
 		case c.MaxShards < 1:
@@ -249,6 +250,14 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		defer control.Close()
 	}
 	var refr *refresher
+	if rt, ok := tree.(*repoTree); ok {
+		// Each shard shown follows its newest metadata file.
+		refr = startRefresher(&refresher{root: root, rd: rd, eng: eng, interval: c.Refresh, keep: c.KeepRemoved, index: true, log: log,
+			shards: func(ctx context.Context) (map[string][]entry.Entry, int, func(map[string]bool), error) {
+				return rt.newer(ctx, c.MaxFetches)
+			}})
+		defer refr.Close()
+	}
 	if src.relist != nil {
 		r := &refresher{list: src.relist, root: root, rd: rd, eng: eng, interval: c.Refresh, log: log}
 		if src.shard != nil {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,7 +28,10 @@ const refreshPrefetchWait = 2 * time.Second
 // once, then at debug while the failures go on) and tried again at the
 // next interval or SIGHUP; the view stays the last good one.
 type refresher struct {
-	list     func(ctx context.Context, prev []entry.Entry) (entries []entry.Entry, keys int, err error)
+	list func(ctx context.Context, prev []entry.Entry) (entries []entry.Entry, keys int, err error)
+	// shards, instead of list, follows a repository mount's shards: the
+	// entries of those with a newer commit, by directory (repoTree.newer).
+	shards   func(ctx context.Context) (updates map[string][]entry.Entry, files int, commit func(applied map[string]bool), err error)
 	root     *segfs.Root
 	rd       *reader.Reader
 	eng      *engine
@@ -159,19 +165,15 @@ func (r *refresher) run(ctx context.Context) {
 // first kept name is due, and false if the listing failed (the tree,
 // and what it keeps, stay).
 func (r *refresher) refresh(ctx context.Context) (time.Time, bool) {
+	if r.shards != nil {
+		return r.refreshShards(ctx)
+	}
 	start := time.Now()
 	entries, keys, err := r.list(ctx, r.root.Entries())
 	if err != nil {
-		if ctx.Err() != nil {
-			return time.Time{}, false // closing
+		if ctx.Err() == nil { // else closing
+			r.failed(err)
 		}
-		r.root.Stats().RefreshFailures.Add(1)
-		if r.failing {
-			r.log.Debug("refresh failed again; the mount keeps its view", "err", err)
-		} else {
-			r.log.Warn("refresh failed; the mount keeps its view and tries again", "err", err, "interval", r.interval)
-		}
-		r.failing = true
 		return time.Time{}, false
 	}
 	if r.failing {
@@ -204,5 +206,78 @@ func (r *refresher) refresh(ctx context.Context) (time.Time, bool) {
 	}
 	r.log.Info("refreshed", "added", len(c.Added), "changed", len(c.Changed), "removed", len(c.Removed),
 		"kept", r.root.Stats().FilesKept.Load(), "files", len(r.root.Entries()), "hidden", c.Hidden, "took", took)
+	return next, true
+}
+
+// failed counts and logs a refresh that changed nothing.
+func (r *refresher) failed(err error) {
+	r.root.Stats().RefreshFailures.Add(1)
+	if r.failing {
+		r.log.Debug("refresh failed again; the mount keeps its view", "err", err)
+	} else {
+		r.log.Warn("refresh failed; the mount keeps its view and tries again", "err", err, "interval", r.interval)
+	}
+	r.failing = true
+}
+
+// refreshShards is refresh for a repository mount: the shards shown
+// with a newer commit get its files (what opening it reads fetched
+// first, as for one shard), in one change of the tree that keeps every
+// other file as it is, those of a shard resolved meanwhile included;
+// the directories listed so far list again at their next use, so that
+// new indices and shards show.
+func (r *refresher) refreshShards(ctx context.Context) (time.Time, bool) {
+	start := time.Now()
+	updates, files, commit, err := r.shards(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.failed(err)
+		}
+		return time.Time{}, false
+	}
+	if r.failing {
+		r.log.Info("refresh works again")
+		r.failing = false
+	}
+	r.root.Relist()
+	r.eng.relisted(files)
+	var fresh []entry.Entry
+	for _, es := range updates {
+		fresh = append(fresh, es...)
+	}
+	if len(fresh) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, refreshPrefetchWait)
+		if err := r.rd.PrefetchOpen(pctx, fresh); err != nil && ctx.Err() == nil {
+			r.log.Info("a new commit shows before all of its open's ranges are fetched", "waited", refreshPrefetchWait)
+		}
+		cancel()
+	}
+	applied := map[string]bool{}
+	c, next := r.root.RefreshWith(func(listed []entry.Entry) []entry.Entry {
+		out := make([]entry.Entry, 0, len(listed)+len(fresh))
+		for _, e := range listed {
+			dir := path.Dir(e.Name) + "/"
+			if _, ok := updates[dir]; ok {
+				applied[dir] = true // shown: its new commit replaces it
+				continue
+			}
+			out = append(out, e)
+		}
+		// A shard not shown yet (resolved, its files not added) takes
+		// its own resolution, and this update again at the next refresh.
+		for _, dir := range slices.Sorted(maps.Keys(applied)) {
+			out = append(out, updates[dir]...)
+		}
+		return out
+	}, r.keep, time.Now())
+	commit(applied)
+	took := time.Since(start).Round(time.Millisecond)
+	if c.Empty() {
+		r.log.Debug("refreshed: no shard changed", "took", took)
+		return next, true
+	}
+	r.rd.Serve(append(c.Added[:len(c.Added):len(c.Added)], c.Changed...))
+	r.log.Info("refreshed", "shards", len(applied), "added", len(c.Added), "changed", len(c.Changed), "removed", len(c.Removed),
+		"kept", r.root.Stats().FilesKept.Load(), "files", len(r.root.Entries()), "took", took)
 	return next, true
 }

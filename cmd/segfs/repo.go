@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +47,14 @@ type repoTree struct {
 
 	mu      sync.Mutex
 	indices map[string]layout.IndexRef // by UUID, as first asked for
+	shards  map[string]*followed       // the shards shown, by directory, for the refreshes
+}
+
+// followed is a shard a repository mount shows: the commit it shows,
+// and the store of its metadata prefix, opened at its first refresh.
+type followed struct {
+	cur *layout.Shard
+	md  fetcher.Store
 }
 
 // openRepository opens the repository form of --layout opensearch: the
@@ -58,7 +68,7 @@ func openRepository(ctx context.Context, src string, f layoutFlags, cfg fetcher.
 		return nil, nil, err
 	}
 	t := &repoTree{repo: &layout.Repository{Top: top, Base: base, IndexUUID: f.IndexUUID, Log: log},
-		budget: shardBudget{max: int64(maxShards)}, log: log, indices: map[string]layout.IndexRef{}}
+		budget: shardBudget{max: int64(maxShards)}, log: log, indices: map[string]layout.IndexRef{}, shards: map[string]*followed{}}
 	if f.IndexUUID != "" {
 		if _, ok, err := t.index(ctx, f.IndexUUID); err != nil {
 			return nil, nil, err
@@ -219,7 +229,84 @@ func (t *repoTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 		t.budget.give()
 		return nil, err
 	}
+	t.mu.Lock()
+	t.shards[dir] = &followed{cur: sh}
+	t.mu.Unlock()
 	return entries, nil
+}
+
+// newer looks for a newer commit of every shard shown (layout.Newer: a
+// listing of its metadata prefix each), parallel at once, and returns
+// the entries of each shard that has one, by directory, and the files
+// the shards would show in all. A shard whose newer metadata cannot be
+// read, or names blobs that are not all there, keeps its view: it is
+// logged, and tried again at the next refresh. commit makes the shards
+// whose update the tree applied show their new commit from then on.
+func (t *repoTree) newer(ctx context.Context, parallel int) (updates map[string][]entry.Entry, files int, commit func(applied map[string]bool), err error) {
+	t.mu.Lock()
+	dirs := slices.Sorted(maps.Keys(t.shards))
+	shown := make([]*followed, len(dirs))
+	for i, d := range dirs {
+		shown[i] = t.shards[d]
+	}
+	t.mu.Unlock()
+	next := make([]*layout.Shard, len(dirs))
+	errs := make([]error, len(dirs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(parallel, 1))
+	for i, f := range shown {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if f.md == nil {
+				md, err := fetcher.Sub(t.repo.Top, f.cur.MetadataPath)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				f.md = md // only this refresh's goroutine for f touches it
+			}
+			n, err := layout.Newer(ctx, f.md, f.cur, parallel)
+			if err == nil && n != nil {
+				err = n.Err()
+			}
+			next[i], errs[i] = n, err
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, 0, nil, err
+	}
+	updates = map[string][]entry.Entry{}
+	failed := 0
+	for i, d := range dirs {
+		switch {
+		case errs[i] != nil:
+			failed++
+			t.log.Warn("refresh of a shard failed; it keeps its view", "dir", d, "err", errs[i])
+			files += len(shown[i].cur.Entries)
+		case next[i] != nil:
+			updates[d] = layout.EntriesBelow(next[i], d)
+			files += len(next[i].Entries)
+		default:
+			files += len(shown[i].cur.Entries)
+		}
+	}
+	if failed == len(dirs) && failed > 0 {
+		return nil, 0, nil, fmt.Errorf("the refresh of every one of the %d shards shown failed (the first: %w)", failed, errs[slices.IndexFunc(errs, func(e error) bool { return e != nil })])
+	}
+	commit = func(applied map[string]bool) {
+		for i, d := range dirs {
+			if applied[d] && next[i] != nil {
+				t.log.Info("newer metadata file", "dir", d, "metadata", next[i].MetadataFile, "generation", next[i].Metadata.Generation,
+					"files", len(next[i].Entries), "was", shown[i].cur.MetadataFile)
+				shown[i].cur = next[i]
+			}
+		}
+	}
+	return updates, files, commit, nil
 }
 
 // openRepositoryAll resolves every shard of the repository (or of the

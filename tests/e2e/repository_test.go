@@ -260,3 +260,81 @@ func TestRepositoryMount(t *testing.T) {
 		t.Errorf("a second shard beyond --max-shards 1: %v, want EIO", err)
 	}
 }
+
+// A repository mount with --refresh follows each shard it shows: a new
+// commit of a shard shows (its files, then its segments_N) while the
+// others stay as they are, and a shard and an index made after the
+// mount show in their directories' listings after a refresh.
+func TestRepositoryRefresh(t *testing.T) {
+	srv := needServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bucket := newBucket(t, srv)
+	put := func(key string, data []byte) error {
+		_, err := srv.PutBytes(ctx, bucket, key, data)
+		return err
+	}
+	const uuid = "refreshIndexUUIDaaaaaaa"
+	o := osremote.Options{Base: "repo", IndexUUID: uuid, PathType: layout.Fixed, Version: 2, Seed: 50}
+	r0 := osremote.New(put, o)
+	files3, err := osremote.ShardFiles([]string{"_0"}, 3, 32<<10, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r0.Upload(files3, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	o1 := o
+	o1.Shard, o1.Seed = 1, 51
+	other := putRepoShard(t, put, o1)
+
+	m := mountS3(t, srv, "s3://"+bucket+"/repo", "--layout", "opensearch", "--refresh", "200ms", "--keep-removed", "0")
+	dir0 := filepath.Join(m.Dir, uuid, "0")
+	if _, err := os.Stat(filepath.Join(dir0, "segments_3")); err != nil {
+		t.Fatal(err)
+	}
+	checkShardDir(t, filepath.Join(m.Dir, uuid, "1"), other.want)
+
+	// A new commit of shard 0: one more segment.
+	files4, err := osremote.ShardFiles([]string{"_0", "_1"}, 4, 32<<10, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref4, err := r0.Upload(files4, 1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir0, "segments_4")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("segments_4 not shown 30 s after its upload:\n%s", m.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	checkShardDir(t, dir0, want(files4, ref4))
+	checkShardDir(t, filepath.Join(m.Dir, uuid, "1"), other.want)
+
+	// A shard and an index made after the mount show in the listings.
+	o2 := o
+	o2.Shard, o2.Seed = 2, 52
+	putRepoShard(t, put, o2)
+	late := putRepoShard(t, put, osremote.Options{Base: "repo", IndexUUID: "laterIndexUUIDbbbbbbbbb", PathType: layout.Fixed, Version: 2, Seed: 53})
+	deadline = time.Now().Add(30 * time.Second)
+	for !slices.Equal(dirNames(t, filepath.Join(m.Dir, uuid)), []string{"0", "1", "2"}) ||
+		!slices.Contains(dirNames(t, m.Dir), late.uuid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new shard and index are not listed 30 s after their upload: %q, %q", dirNames(t, filepath.Join(m.Dir, uuid)), dirNames(t, m.Dir))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st, err := m.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["refreshes"] == 0 || st["refresh_failures"] != 0 {
+		t.Errorf("refreshes %d, failures %d", st["refreshes"], st["refresh_failures"])
+	}
+}
