@@ -14,6 +14,11 @@ import (
 // <indexUUID>#<index metadata version>#<file version>#<random UUID>.
 const IndexPathDir = "remote-index-path"
 
+// MaxIndexShards bounds the shards an index may claim (OpenSearch's own
+// limit is 1024 by default): a repository mount lists that many
+// directories for it.
+const MaxIndexShards = 1 << 16
+
 // IndexPath is an index path file (RemoteIndexPath), the plain JSON that
 // OpenSearch uploads for each index with a hashed path type, listing
 // every shard path the index can have.
@@ -82,6 +87,8 @@ func ParseIndexPath(data []byte) (*IndexPath, error) {
 		return bad("index_uuid %q holds a /", *j.IndexUUID)
 	case j.ShardCount == nil || *j.ShardCount < 1:
 		return bad("shard_count missing or below 1")
+	case *j.ShardCount > MaxIndexShards:
+		return bad("shard_count %d, more than the %d segfs takes", *j.ShardCount, MaxIndexShards)
 	case j.PathType == nil:
 		return bad("no path_type")
 	}

@@ -132,6 +132,7 @@ func TestParseIndexPathBad(t *testing.T) {
 		"no uuid":               build(map[string]string{"index_uuid": ""}),
 		"uuid with a slash":     build(map[string]string{"index_uuid": `"a/b"`}),
 		"no shards":             build(map[string]string{"shard_count": `0`}),
+		"a trillion shards":     build(map[string]string{"shard_count": `1000000000000`}),
 		"unknown path type":     build(map[string]string{"path_type": `"HASHED"`}),
 		"hashed without hash":   build(map[string]string{"path_hash_algorithm": ""}),
 		"fixed with hash":       build(map[string]string{"path_type": `"FIXED"`}),

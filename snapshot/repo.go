@@ -23,6 +23,10 @@ type SnapshotInfo struct {
 	Version string `json:"version"`
 }
 
+// MaxIndexShards bounds the shards an index of index-N may claim
+// (OpenSearch's own limit is 1024 by default).
+const MaxIndexShards = 1 << 16
+
 // StateSuccess is a snapshot that completed.
 const StateSuccess = 1
 
@@ -90,6 +94,9 @@ func ParseIndexN(raw []byte, gen int64) (*Repository, error) {
 	for name, ix := range doc.Indices {
 		if !plainName(ix.ID) {
 			return nil, fmt.Errorf("%w: %s: index %s has id %q", ErrBlob, IndexN(gen), name, ix.ID)
+		}
+		if len(ix.ShardGenerations) > MaxIndexShards {
+			return nil, fmt.Errorf("%w: %s: index %s has %d shard generations, more than the %d segfs takes", ErrBlob, IndexN(gen), name, len(ix.ShardGenerations), MaxIndexShards)
 		}
 		if ix.ShardPathType < 0 || ix.ShardPathType > 2 {
 			return nil, fmt.Errorf("%w: %s: index %s has shard_path_type %d, not one segfs knows (0, 1 or 2)", ErrBlob, IndexN(gen), name, ix.ShardPathType)
