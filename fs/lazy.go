@@ -97,6 +97,33 @@ type lazyState struct {
 	done bool
 	err  error
 	at   time.Time // when err was found
+
+	// absentAt holds the names a lookup asked the store for and did not
+	// find, with when (tools probe names such as .git at every call, and
+	// the kernel keeps no negative entry): at most maxAbsent of them.
+	absentMu sync.Mutex
+	absentAt map[string]time.Time
+}
+
+// maxAbsent bounds the names a lazy directory remembers as absent.
+const maxAbsent = 1024
+
+// absent reports whether name was asked for and not found within
+// lazyRetry.
+func (st *lazyState) absent(name string) bool {
+	st.absentMu.Lock()
+	defer st.absentMu.Unlock()
+	at, ok := st.absentAt[name]
+	return ok && time.Since(at) < lazyRetry
+}
+
+func (st *lazyState) markAbsent(name string) {
+	st.absentMu.Lock()
+	defer st.absentMu.Unlock()
+	if st.absentAt == nil || len(st.absentAt) >= maxAbsent {
+		st.absentAt = map[string]time.Time{}
+	}
+	st.absentAt[name] = time.Now()
 }
 
 // lazyDir is a directory of a repository mount that lists or resolves
@@ -158,15 +185,17 @@ func (d *lazyDir) Opendir(ctx context.Context) syscall.Errno {
 
 // lazyLookup is Lookup in a lazy directory: resolved first (EIO if it
 // cannot be), then a directory name not listed is asked for (a shard or
-// an index made after the listing), and a child at the files' level is
-// resolved at its own lookup, so that the open-time prefetch of its
-// index starts with the first step of opening it.
+// an index made after the listing; a name the store did not have is
+// answered from memory for lazyRetry). A child directory is not
+// resolved at its own lookup: go-fuse looks up every entry of a
+// READDIRPLUS, and a listing of an index must not resolve its shards.
+// A shard resolves at the first lookup in it or listing of it.
 func (r *Root) lazyLookup(ctx context.Context, in *gofs.Inode, dn *dirNode, dir string, depth int, st *lazyState, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if err := r.ensure(ctx, in, dn, dir, depth, st); err != nil {
 		return nil, syscall.EIO
 	}
 	child := in.GetChild(name)
-	if child == nil && depth < r.lazy.Depth() {
+	if child == nil && depth < r.lazy.Depth() && !st.absent(name) {
 		ok, err := r.lazy.Has(ctx, dir, name)
 		if err != nil {
 			r.log.Error("cannot look up a directory", "dir", dir+name, "err", err)
@@ -175,14 +204,12 @@ func (r *Root) lazyLookup(ctx context.Context, in *gofs.Inode, dn *dirNode, dir 
 		if ok {
 			r.addLazyDirs(in, dir, depth+1, []string{name})
 			child = in.GetChild(name)
+		} else {
+			st.markAbsent(name)
 		}
 	}
 	if child == nil {
 		return nil, syscall.ENOENT
-	}
-	if ld, ok := child.Operations().(*lazyDir); ok && ld.depth == r.lazy.Depth() {
-		// Its failure shows on its own lookups and listings.
-		_ = r.ensure(ctx, &ld.Inode, &ld.dirNode, ld.path, ld.depth, &ld.st)
 	}
 	if ga, ok := child.Operations().(gofs.NodeGetattrer); ok {
 		var a fuse.AttrOut
@@ -278,24 +305,20 @@ func (r *Root) addFiles(dn *dirNode, dir string, entries []entry.Entry) error {
 		}
 	}
 	dirs, places := reader.Dirs(ok)
-	dc := r.dirReads[dir]
-	if dc == nil {
-		dc = &DirCounters{}
+	if r.dirReads[dir] == nil {
 		if r.dirReads == nil {
 			r.dirReads = map[string]*DirCounters{}
 		}
-		r.dirReads[dir] = dc
+		r.dirReads[dir] = &DirCounters{} // putFileLocked gives it to the files' nodes
 	}
 	for i, e := range ok {
 		r.putFileLocked(e, places[i])
-		if n := r.fileNodeAt(e.Name); n != nil {
-			n.dir.Store(dc)
-		}
 	}
 	d, has := dirs[dir]
 	dn.setDir(d, has, r.reader)
+	// entries holds the names kept for a grace too; listed does not.
 	all := slices.Concat(cur, ok)
 	r.entries.Store(&all)
-	r.listed = all
+	r.listed = slices.Concat(r.listed, ok)
 	return nil
 }

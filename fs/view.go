@@ -23,6 +23,10 @@ import (
 // names it removes. Added and Changed are in the new listing's order,
 // Removed in the old one's.
 type Change struct {
+	// Deferred: the change was not made, the tree being held by a
+	// lookup that resolves a directory (a repository mount); ask again.
+	Deferred bool
+
 	Added   []entry.Entry
 	Changed []entry.Entry
 	Removed []string
@@ -121,6 +125,9 @@ func (r *Root) RefreshWith(update func(listed []entry.Entry) []entry.Entry, keep
 		hidden = len(entries) - len(shown)
 		return shown
 	}, keep, now)
+	if c.Deferred {
+		return c, next
+	}
 	c.Hidden = hidden
 	r.stats.Refreshes.Add(1)
 	r.stats.ViewListed.Store(now.UnixNano())
@@ -154,7 +161,9 @@ type kept struct {
 // (the order of a repository mount's lookups, which add a shard's files
 // under mu inside the view's read lock), for the whole change.
 func (r *Root) apply(listing func(listed []entry.Entry) []entry.Entry, keep time.Duration, now time.Time) (Change, time.Time) {
-	r.lockView()
+	if !r.lockView() {
+		return Change{Deferred: true}, now.Add(viewWait)
+	}
 	r.mu.Lock()
 	shown := listing(r.listed)
 	r.changed = now
@@ -283,24 +292,30 @@ func (r *Root) apply(listing func(listed []entry.Entry) []entry.Entry, keep time
 	return c, next
 }
 
-// viewWait is how long a refresh waits for the view without holding
-// back the lookups that come meanwhile: a writer waiting on a
-// sync.RWMutex blocks new readers, and a repository mount's lookup may
-// hold the view for reading while it resolves a shard from the store.
-// After it, the refresh waits as a writer.
+// viewWait is how long a repository mount's change waits for the view.
+// It never waits as a writer: a writer waiting on a sync.RWMutex blocks
+// new readers, and a lookup may hold the view for reading while it
+// resolves a shard from the store (up to lazyTimeout), which would hold
+// every other lookup of the mount behind it.
 const viewWait = time.Second
 
-// lockView locks the view for writing: by TryLock while viewWait lasts,
-// then by Lock.
-func (r *Root) lockView() {
+// lockView locks the view for writing and reports whether it did: at
+// once as a writer in a mount of one listing (whose lookups are quick),
+// by TryLock for viewWait in a repository mount, which defers the
+// change (Change.Deferred) when a lookup holds it that long.
+func (r *Root) lockView() bool {
+	if r.lazy == nil {
+		r.view.Lock()
+		return true
+	}
 	deadline := time.Now().Add(viewWait)
 	for !r.view.TryLock() {
 		if time.Now().After(deadline) {
-			r.view.Lock()
-			return
+			return false
 		}
 		time.Sleep(time.Millisecond)
 	}
+	return true
 }
 
 // notify sends the kernel's notes, with no lock held.
@@ -331,6 +346,9 @@ func (r *Root) putFileLocked(e entry.Entry, place reader.Place) []func() syscall
 	dir, base := path.Split(e.Name)
 	parent, notes := r.dirInode(dir, true)
 	node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr, place: place}
+	if dc := r.dirReads[dir]; dc != nil {
+		node.dir.Store(dc) // a repository mount's shard: its read counters
+	}
 	prev := parent.GetChild(base)
 	parent.AddChild(base, parent.NewPersistentInode(context.Background(), node, r.nextAttr(fuse.S_IFREG)), true)
 	if prev != nil {

@@ -136,13 +136,18 @@ func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *
 	var blobs []fetcher.Object
 	var listErr error
 	listed := make(chan struct{})
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	go func() {
 		defer close(listed)
-		if blobs, listErr = data.List(ctx); listErr != nil {
+		if blobs, listErr = data.List(lctx); listErr != nil {
 			listErr = fmt.Errorf("list %s: %w", data, listErr)
 		}
 	}()
 	md, name, obj, err := o.newestMetadata(ctx, mdStore)
+	if err != nil {
+		cancel() // the shard fails: its blobs need no listing
+	}
 	<-listed
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"sync"
 
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
@@ -24,6 +25,8 @@ type engine struct {
 	rd    *reader.Reader
 	bound memoryBound
 	cfg   engineConfig // as built, for relisted
+
+	relistMu sync.Mutex // guards cfg.keys and bound after the start (relisted)
 }
 
 // engineConfig says what to build.
@@ -74,9 +77,12 @@ func newEngine(cfg engineConfig, log *slog.Logger) (*engine, error) {
 // refresh of the view): the tree and the cache's index grow with it. It
 // never lowers it while the engine runs: the names kept for a grace, the
 // nodes the kernel still holds and the cache index's parts of old
-// versions outlive the listing that dropped them. It is called by one
-// goroutine at a time.
+// versions outlive the listing that dropped them. A repository mount
+// calls it from its lookups and its refresher at once: relistMu orders
+// them.
 func (e *engine) relisted(keys int) {
+	e.relistMu.Lock()
+	defer e.relistMu.Unlock()
 	if keys <= e.cfg.keys {
 		return
 	}

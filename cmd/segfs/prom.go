@@ -86,7 +86,8 @@ func (p promCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if p.src.shards != nil {
 		for dir, c := range p.src.shards() {
-			shard := strings.TrimSuffix(dir, "/")
+			// A label must be UTF-8; a local directory's name may not be.
+			shard := strings.ToValidUTF8(strings.TrimSuffix(dir, "/"), "\uFFFD")
 			for _, m := range []struct {
 				name, help string
 				v          int64

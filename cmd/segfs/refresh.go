@@ -272,6 +272,12 @@ func (r *refresher) refreshShards(ctx context.Context) (time.Time, bool) {
 	}, r.keep, time.Now())
 	commit(applied)
 	took := time.Since(start).Round(time.Millisecond)
+	if c.Deferred {
+		// A lookup held the tree while it resolved a shard; the shards
+		// with a newer commit are asked again at the next refresh.
+		r.log.Info("refresh deferred: a lookup holds the tree", "shards", len(updates), "took", took)
+		return next, true
+	}
 	if c.Empty() {
 		r.log.Debug("refreshed: no shard changed", "took", took)
 		return next, true

@@ -253,7 +253,11 @@ func (t *repoTree) newer(ctx context.Context, parallel int) (updates map[string]
 	next := make([]*layout.Shard, len(dirs))
 	errs := make([]error, len(dirs))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(parallel, 1))
+	// At most parallel HEADs at once in all: outer shards times each
+	// one's own.
+	outer := min(4, max(parallel, 1))
+	inner := max(1, parallel/outer)
+	sem := make(chan struct{}, outer)
 	for i, f := range shown {
 		wg.Add(1)
 		go func() {
@@ -268,7 +272,7 @@ func (t *repoTree) newer(ctx context.Context, parallel int) (updates map[string]
 				}
 				f.md = md // only this refresh's goroutine for f touches it
 			}
-			n, err := layout.Newer(ctx, f.md, f.cur, parallel)
+			n, err := layout.Newer(ctx, f.md, f.cur, inner)
 			if err == nil && n != nil {
 				err = n.Err()
 			}
@@ -331,43 +335,53 @@ func openRepositoryAll(ctx context.Context, src string, f layoutFlags, cfg fetch
 	s.sums = map[string]uint64{}
 	for _, uuid := range uuids {
 		ref, ok, err := t.index(ctx, uuid)
-		if err != nil {
+		if err == nil && ok {
+			var shards []int
+			if shards, err = t.repo.Shards(ctx, ref); err == nil {
+				err = t.addShards(ctx, s, f, ref, shards, tolerate)
+			}
+		}
+		switch {
+		case err != nil && tolerate && ctx.Err() == nil:
+			s.problems = append(s.problems, layout.Problem{File: layout.FileEntry{Name: uuid}, Detail: err.Error()})
+		case err != nil:
 			return nil, err
-		}
-		if !ok {
-			continue // listed, but no longer there
-		}
-		shards, err := t.repo.Shards(ctx, ref)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range shards {
-			prefix := strconv.Itoa(n) + "/"
-			if f.IndexUUID == "" {
-				prefix = uuid + "/" + prefix
-			}
-			sh, entries, err := t.repo.Shard(ctx, ref, n, prefix)
-			if err != nil {
-				if !tolerate {
-					return nil, fmt.Errorf("shard %s: %w", strings.TrimSuffix(prefix, "/"), err)
-				}
-				s.problems = append(s.problems, layout.Problem{File: layout.FileEntry{Name: strings.TrimSuffix(prefix, "/")}, Detail: err.Error()})
-				continue
-			}
-			if err := sh.Err(); err != nil && !tolerate {
-				return nil, fmt.Errorf("shard %s: %w", strings.TrimSuffix(prefix, "/"), err)
-			}
-			for _, p := range sh.Problems {
-				p.File.Name = prefix + p.File.Name
-				s.problems = append(s.problems, p)
-			}
-			for _, fe := range sh.Metadata.Files {
-				s.sums[prefix+fe.Name] = fe.Checksum
-			}
-			s.entries = append(s.entries, entries...)
 		}
 	}
 	s.keys = len(s.entries)
 	log.Info("repository resolved", "source", s.store.String(), "indices", len(uuids), "files", len(s.entries), "problems", len(s.problems))
 	return s, nil
+}
+
+// addShards resolves the shards of one index into s (openRepositoryAll):
+// with tolerate, a shard that cannot be resolved is a problem of s; else
+// it fails the whole.
+func (t *repoTree) addShards(ctx context.Context, s *source, f layoutFlags, ref layout.IndexRef, shards []int, tolerate bool) error {
+	for _, n := range shards {
+		prefix := strconv.Itoa(n) + "/"
+		if f.IndexUUID == "" {
+			prefix = ref.UUID + "/" + prefix
+		}
+		name := strings.TrimSuffix(prefix, "/")
+		sh, entries, err := t.repo.Shard(ctx, ref, n, prefix)
+		if err == nil && !tolerate {
+			err = sh.Err()
+		}
+		switch {
+		case err != nil && !tolerate:
+			return fmt.Errorf("shard %s: %w", name, err)
+		case err != nil:
+			s.problems = append(s.problems, layout.Problem{File: layout.FileEntry{Name: name}, Detail: err.Error()})
+			continue
+		}
+		for _, p := range sh.Problems {
+			p.File.Name = prefix + p.File.Name
+			s.problems = append(s.problems, p)
+		}
+		for _, fe := range sh.Metadata.Files {
+			s.sums[prefix+fe.Name] = fe.Checksum
+		}
+		s.entries = append(s.entries, entries...)
+	}
+	return nil
 }

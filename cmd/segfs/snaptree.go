@@ -135,6 +135,11 @@ func (t *snapTree) Has(ctx context.Context, dir, name string) (bool, error) {
 		}
 		return false, nil
 	}
+	if strings.Count(dir, "/") == 2 {
+		if n, err := strconv.Atoi(name); err != nil || n < 0 || strconv.Itoa(n) != name {
+			return false, nil // not a shard's number
+		}
+	}
 	names, err := t.Dirs(ctx, dir)
 	return slices.Contains(names, name), err
 }

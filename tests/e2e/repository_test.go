@@ -253,10 +253,15 @@ func TestRepositoryMount(t *testing.T) {
 		t.Errorf("the refused restore wrote %d entries", len(ents))
 	}
 
-	// --max-shards bounds the shards shown: the second fails.
+	// --max-shards bounds the shards shown: the second fails. A listing
+	// of the index resolves none of them (go-fuse looks up each entry of
+	// a READDIRPLUS), so the one read first is the one shown.
 	capped := mountS3(t, srv, "s3://"+bucket+"/repo", "--layout", "opensearch", "--max-shards", "1")
-	checkShardDir(t, filepath.Join(capped.Dir, fixed, "0"), shards[0].want)
-	if _, err := os.ReadDir(filepath.Join(capped.Dir, fixed, "1")); !errors.Is(err, syscall.EIO) {
+	if got := dirNames(t, filepath.Join(capped.Dir, fixed)); !slices.Equal(got, []string{"0", "1"}) {
+		t.Fatalf("the index lists %q", got)
+	}
+	checkShardDir(t, filepath.Join(capped.Dir, fixed, "1"), shards[1].want)
+	if _, err := os.ReadDir(filepath.Join(capped.Dir, fixed, "0")); !errors.Is(err, syscall.EIO) {
 		t.Errorf("a second shard beyond --max-shards 1: %v, want EIO", err)
 	}
 }
@@ -288,12 +293,11 @@ func TestRepositoryRefresh(t *testing.T) {
 	o1.Shard, o1.Seed = 1, 51
 	other := putRepoShard(t, put, o1)
 
-	m := mountS3(t, srv, "s3://"+bucket+"/repo", "--layout", "opensearch", "--refresh", "200ms", "--keep-removed", "0")
+	m := mountS3(t, srv, "s3://"+bucket+"/repo", "--layout", "opensearch", "--refresh", "200ms", "--keep-removed", "1s")
 	dir0 := filepath.Join(m.Dir, uuid, "0")
 	if _, err := os.Stat(filepath.Join(dir0, "segments_3")); err != nil {
 		t.Fatal(err)
 	}
-	checkShardDir(t, filepath.Join(m.Dir, uuid, "1"), other.want)
 
 	// A new commit of shard 0: one more segment.
 	files4, err := osremote.ShardFiles([]string{"_0", "_1"}, 4, 32<<10, 50)
@@ -314,8 +318,34 @@ func TestRepositoryRefresh(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	checkShardDir(t, dir0, want(files4, ref4))
+	// Shard 1 resolves while shard 0's old commit is kept: the kept files
+	// still go when their second is up.
 	checkShardDir(t, filepath.Join(m.Dir, uuid, "1"), other.want)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir0, "segments_3")); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("segments_3 of the old commit is still shown 30 s after --keep-removed 1s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	checkShardDir(t, dir0, want(files4, ref4))
+	// The new commit's files count in the shard's read counters.
+	var read float64
+	for _, l := range strings.Split(metricsText(t, m), "\n") {
+		if v, ok := strings.CutPrefix(l, fmt.Sprintf(`segfs_shard_read_bytes_total{shard="%s/0"} `, uuid)); ok {
+			fmt.Sscan(v, &read)
+		}
+	}
+	var total int64
+	for _, b := range want(files4, ref4) {
+		total += int64(len(b))
+	}
+	if int64(read) < total {
+		t.Errorf("shard 0 counted %v bytes read, want at least the new commit's %d", read, total)
+	}
 
 	// A shard and an index made after the mount show in the listings.
 	o2 := o
