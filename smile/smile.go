@@ -269,6 +269,16 @@ func (d *decoder) sevenBit(n int) ([]byte, error) {
 	return out, nil
 }
 
+// sevenBitValue reads a length, then that many bytes of 7-bit encoded
+// binary (a BigInteger's or BigDecimal's magnitude, a binary value).
+func (d *decoder) sevenBitValue() ([]byte, error) {
+	n, err := d.length()
+	if err != nil {
+		return nil, err
+	}
+	return d.sevenBit(n)
+}
+
 // fixed7 reads n bytes of 7 bits each, right-aligned (a float's bits).
 func (d *decoder) fixed7(n int) (uint64, error) {
 	b, err := d.take(n)
@@ -338,11 +348,7 @@ func (d *decoder) value(depth int) (any, error) {
 		}
 		return zigzag(u), nil
 	case t == 0x26:
-		n, err := d.length()
-		if err != nil {
-			return nil, err
-		}
-		mag, err := d.sevenBit(n)
+		mag, err := d.sevenBitValue()
 		if err != nil {
 			return nil, err
 		}
@@ -371,11 +377,7 @@ func (d *decoder) value(depth int) (any, error) {
 			return nil, err
 		}
 		scale := int32(zigzag(u))
-		n, err := d.length()
-		if err != nil {
-			return nil, err
-		}
-		mag, err := d.sevenBit(n)
+		mag, err := d.sevenBitValue()
 		if err != nil {
 			return nil, err
 		}
@@ -404,11 +406,7 @@ func (d *decoder) value(depth int) (any, error) {
 	case t == 0xE0, t == 0xE4: // long ASCII, long Unicode: never shared
 		return d.until()
 	case t == 0xE8:
-		n, err := d.length()
-		if err != nil {
-			return nil, err
-		}
-		return d.sevenBit(n)
+		return d.sevenBitValue()
 	case t >= 0xEC && t <= 0xEF: // long shared value reference
 		if !d.sharedValues {
 			return nil, d.fail(at, "a shared value reference, with shared values off in the header")
