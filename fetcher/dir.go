@@ -201,11 +201,21 @@ func fileETag(fi fs.FileInfo) string {
 	return fmt.Sprintf("%x-%x-%x", ino, fi.Size(), fi.ModTime().UnixNano())
 }
 
-// checkKey rejects keys that could not have come from List: empty, absolute,
-// with "." or ".." elements, empty elements or a trailing slash.
+// ErrBadKey marks a key refused before any request: one no store of
+// segfs sends (checkKey). Its errors wrap ErrNotFound as well, since no
+// object can be read by such a key; a caller that must tell a refusal
+// from a missing object tests for ErrBadKey. It is never retried.
+var ErrBadKey = errors.New("key refused")
+
+// checkKey refuses a key (or a key prefix) that is not a clean relative
+// path, as a listing's usable keys are: empty, absolute, with a trailing
+// slash, with an empty, "." or ".." element, or holding a NUL. A server
+// may resolve dot elements and collapse empty ones in a request's path,
+// and so serve another object than the key names; a local directory
+// would leave the root. The error wraps ErrBadKey and ErrNotFound.
 func checkKey(key string) error {
-	if key == "." || !fs.ValidPath(key) {
-		return fmt.Errorf("invalid key %q: %w", key, ErrNotFound)
+	if key == "." || !fs.ValidPath(key) || strings.IndexByte(key, 0) >= 0 {
+		return fmt.Errorf("%w: %q is not a clean relative path (%w)", ErrBadKey, key, ErrNotFound)
 	}
 	return nil
 }

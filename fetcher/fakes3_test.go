@@ -28,6 +28,7 @@ type fakeS3 struct {
 	accessKey string       // requests signed with another key get 403
 	pageSize  int          // most keys per list page
 	conns     atomic.Int32 // connections accepted
+	requests  atomic.Int32 // requests received, of any kind
 
 	mu      sync.Mutex
 	buckets map[string]map[string]*fakeObject
@@ -121,6 +122,7 @@ func (f *fakeS3) getRanges() []string {
 }
 
 func (f *fakeS3) serve(w http.ResponseWriter, r *http.Request) {
+	f.requests.Add(1)
 	if !f.authorized(r) {
 		writeError(w, r, http.StatusForbidden, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.")
 		return

@@ -116,6 +116,11 @@ func newS3Store(ctx context.Context, src Source, cfg Config, optFns ...func(*s3.
 		s.counters = new(Counters)
 	}
 	if src.Prefix != "" {
+		// Every request's key starts with the prefix: it is checked as
+		// each key below it is.
+		if err := checkKey(src.Prefix); err != nil {
+			return nil, fmt.Errorf("%s: prefix: %w", src, err)
+		}
 		s.prefix = src.Prefix + "/"
 	}
 	if s.endpoint == "" {
@@ -453,8 +458,13 @@ func (s *S3Store) List(ctx context.Context) ([]Object, error) {
 	return objs, nil
 }
 
-// Stat implements Store with a HEAD request.
+// Stat implements Store with a HEAD request. A key that is not a clean
+// relative path (checkKey) is refused without one, with an error
+// wrapping ErrBadKey and ErrNotFound.
 func (s *S3Store) Stat(ctx context.Context, key string) (Object, error) {
+	if err := checkKey(key); err != nil {
+		return Object{}, fmt.Errorf("s3 stat: %w", err)
+	}
 	s.counters.Stats.Add(1)
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{
 		Bucket: aws.String(s.bucket),

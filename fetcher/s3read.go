@@ -42,8 +42,10 @@ func (e *bodyError) Unwrap() error { return e.err }
 // before the headers happen within each request. A 412 gives an error
 // wrapping ErrChanged, a 404 one wrapping ErrNotFound; neither is retried.
 // A body that delivers no bytes for Config.IdleTimeout is abandoned and
-// the rest re-requested. The returned error names the key and range and
-// wraps the last cause. p is not retained.
+// the rest re-requested. A key that is not a clean relative path
+// (checkKey) is refused without a request, with an error wrapping
+// ErrBadKey and ErrNotFound. The returned error names the key and range
+// and wraps the last cause. p is not retained.
 func (s *S3Store) ReadRange(ctx context.Context, obj Object, off int64, p []byte) error {
 	return s.ReadRangeProgress(ctx, obj, off, p, nil)
 }
@@ -64,6 +66,9 @@ func (s *S3Store) ReadRangeProgress(ctx context.Context, obj Object, off int64, 
 }
 
 func (s *S3Store) readRange(ctx context.Context, obj Object, off int64, p []byte, progress func(int)) error {
+	if err := checkKey(obj.Key); err != nil {
+		return err
+	}
 	if off < 0 || off+int64(len(p)) > obj.Size {
 		return fmt.Errorf("range outside object of size %d", obj.Size)
 	}

@@ -210,15 +210,20 @@ func readFiles(in *lucene.Input) ([]FileEntry, error) {
 	return files, nil
 }
 
-// parseFileValue parses one map value against its key.
+// parseFileValue parses one map value against its key. The uploaded
+// name must be a plain blob name (checkBlobName): it is fetched as a key
+// below the shard's data path.
 func parseFileValue(key, value string) (FileEntry, error) {
-	fields := strings.Split(value, "::")
+	fields := strings.SplitN(value, "::", 6) // a sixth field is already too many
 	if len(fields) < 3 || len(fields) > 5 {
 		return FileEntry{}, fmt.Errorf("file %q: value %q has %d fields, want 3 to 5 (orig::uploaded::checksum[::length[::writtenByMajor]])", key, value, len(fields))
 	}
 	f := FileEntry{Name: key, Uploaded: fields[1], Length: -1}
 	if key == "" || fields[0] == "" || fields[1] == "" {
 		return FileEntry{}, fmt.Errorf("file %q: value %q has an empty name", key, value)
+	}
+	if err := checkBlobName(fields[1]); err != nil {
+		return FileEntry{}, fmt.Errorf("file %q: uploaded as %w", key, err)
 	}
 	if fields[0] != key {
 		f.Original = fields[0]

@@ -228,3 +228,52 @@ func isDecimal(s string) bool {
 	}
 	return true
 }
+
+// checkBlobName returns nil if name, the uploaded name a metadata file
+// gives one of its files, is a plain blob name: one key element right
+// below the shard's data path. It must not be empty, "." or "..", nor
+// hold a "/", a "\" or a NUL. Every name OpenSearch uploads is one
+// (<file>__<URL-safe base64 UUID>). Any other would not name the key it
+// is fetched as: a server resolves dot elements and separators in the
+// request's path, and path.Join cleans them, so that another shard's or
+// another index's blob would be read as this shard's file (issue 42).
+// ParseMetadata refuses a file naming one; Resolve and Newer check
+// again before a name is matched to a listing or asked for.
+func checkBlobName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty blob name")
+	case name == "." || name == "..":
+		return fmt.Errorf("blob name %q is a dot name", name)
+	case strings.ContainsAny(name, "/\\\x00"):
+		return fmt.Errorf("blob name %q holds a separator or a NUL, so it is not one key element", name)
+	}
+	return nil
+}
+
+// metadataNewer reports whether the metadata file name records a later
+// state of the shard than the file than, in the order OpenSearch reads
+// the newest by (NewestMetadata): a higher primary term; at the same
+// one a higher generation; at the same commit (a refresh keeps the
+// generation of the commit it follows) a higher translog generation,
+// then a higher upload counter. A name that does not parse is compared
+// by its bytes, as NewestMetadata sorts them. The same state under two
+// names is not newer.
+func metadataNewer(name, than string) bool {
+	a, errA := ParseMetadataName(name)
+	b, errB := ParseMetadataName(than)
+	if errA != nil || errB != nil {
+		return name < than // ascending names are descending numbers
+	}
+	for _, c := range [][2]int64{
+		{a.PrimaryTerm, b.PrimaryTerm},
+		{a.Generation, b.Generation},
+		{a.TranslogGeneration, b.TranslogGeneration},
+		{a.UploadCounter, b.UploadCounter},
+	} {
+		if c[0] != c[1] {
+			return c[0] > c[1]
+		}
+	}
+	return false
+}

@@ -227,8 +227,14 @@ func (o OpenSearch) pickMetadata(objs []fetcher.Object) (string, fetcher.Object,
 // returns the entries to show, in the metadata's (sorted) order, and the
 // files whose blob is missing or of another length. mdObj is the
 // metadata file's own object: its time is the inline segments_N's. A
-// name that is not a plain file name is an error.
+// name that is not a plain file name, or an uploaded name that is not a
+// plain blob name (checkBlobName, as ParseMetadata checks it), is an
+// error: a blob is matched to the listing by exactly the key it is read
+// by, at mount as at refresh.
 func shardEntries(md *Metadata, blobs []fetcher.Object, mdObj fetcher.Object) ([]entry.Entry, []Problem, error) {
+	if err := checkBlobNames(md.Files); err != nil {
+		return nil, nil, err
+	}
 	byName := make(map[string]fetcher.Object, len(blobs))
 	for _, b := range blobs {
 		byName[b.Key] = b
@@ -282,8 +288,8 @@ func (o *OpenSearch) pathsFromIndexFile(ctx context.Context, open Opener, base s
 		return fmt.Errorf("list %s: %w", st, err)
 	}
 	for _, obj := range objs {
-		if !strings.HasPrefix(obj.Key, "remote_path_") || !strings.Contains(obj.Key, o.IndexUUID) {
-			continue
+		if uuid, ok := indexPathFileUUID(obj.Key); !ok || uuid != o.IndexUUID {
+			continue // another index's file: what it holds is not this mount's concern
 		}
 		// The index's file, by its name, refused as the metadata file
 		// is: skipped, the flags' defaults would stand in for what it
@@ -320,12 +326,14 @@ func (o *OpenSearch) pathsFromIndexFile(ctx context.Context, open Opener, base s
 }
 
 // Newer returns the shard as its newest metadata file now shows it, or
-// nil if that file is still cur's (nothing to do). It lists mdStore, the
-// store of the shard's metadata prefix (cur.MetadataPath), and reads the
-// new metadata file; it does not list the data
-// prefix again: a blob cur shows under the same name and length is
-// known, and every other blob the new metadata names is asked for with
-// one HEAD (at most parallel at once). A blob that is missing or of
+// nil if that file is still cur's or records no later state than cur's
+// (metadataNewer: a listing that lacks cur's file must not take the view
+// back to an older commit). It lists mdStore, the store of the shard's
+// metadata prefix (cur.MetadataPath), and reads the new metadata file,
+// whose uploaded names must be plain blob names (checkBlobName), as at
+// mount; it does not list the data prefix again: a blob cur shows under
+// the same name and length is known, and every other blob the new
+// metadata names is asked for with one HEAD (at most parallel at once). A blob that is missing or of
 // another length is a Problem, as at mount: the caller keeps cur's view
 // (Err). A shard mounted at a named --metadata never changes: Newer is
 // for one mounted at "newest".
@@ -339,7 +347,7 @@ func Newer(ctx context.Context, mdStore fetcher.Store, cur *Shard, parallel int)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, mdStore, err)
 	}
-	if name == cur.MetadataFile {
+	if !metadataNewer(name, cur.MetadataFile) { // cur's own file included
 		return nil, nil
 	}
 	md, err := readMetadata(ctx, mdStore, name, obj)
@@ -351,6 +359,9 @@ func Newer(ctx context.Context, mdStore fetcher.Store, cur *Shard, parallel int)
 		if e.Inline == nil {
 			known[e.Obj.Key] = e.Obj
 		}
+	}
+	if err := checkBlobNames(md.Files); err != nil {
+		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
 	}
 	blobs, err := statBlobs(ctx, cur.Data, md.Files, known, parallel)
 	if err != nil {
@@ -366,7 +377,9 @@ func Newer(ctx context.Context, mdStore fetcher.Store, cur *Shard, parallel int)
 // statBlobs returns the blobs of files: those known as listed before,
 // the others as one HEAD each finds them (a blob that is not found is
 // left out, for shardEntries to report). Any other failure of a HEAD is
-// an error: a transient failure must not read as a missing blob.
+// an error: a transient failure must not read as a missing blob. Every
+// uploaded name must be a plain blob name (checkBlobNames, which Newer
+// runs first): it is sent as the key it is.
 func statBlobs(ctx context.Context, data fetcher.Store, files []FileEntry, known map[string]fetcher.Object, parallel int) ([]fetcher.Object, error) {
 	var (
 		mu    sync.Mutex
@@ -401,4 +414,15 @@ func statBlobs(ctx context.Context, data fetcher.Store, files []FileEntry, known
 		return nil, err
 	}
 	return blobs, nil
+}
+
+// checkBlobNames returns an error naming the first of files whose
+// uploaded name is not a plain blob name (checkBlobName).
+func checkBlobNames(files []FileEntry) error {
+	for _, f := range files {
+		if err := checkBlobName(f.Uploaded); err != nil {
+			return fmt.Errorf("file %q: uploaded as %w", f.Name, err)
+		}
+	}
+	return nil
 }
