@@ -1,12 +1,14 @@
 package layout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/segfs/segfs/fetcher"
@@ -49,11 +51,29 @@ type CatalogShard struct {
 
 // CatalogFilter narrows a catalog to one snapshot and one index ("" for
 // all of each); with an index, the snapshots that do not hold it are left
-// out.
+// out. MaxShards bounds what one ReadCatalog reads.
 type CatalogFilter struct {
 	Snapshot string
 	Index    string
+	// MaxShards is the most shard snapshots ReadCatalog reads, each a
+	// HEAD and a GET of its snap-<uuid>.dat, counting the shards it
+	// probes for an index index-N gives no shard count for (the probe
+	// that finds none too); 0 means DefaultCatalogShards. Past it,
+	// ReadCatalog fails with ErrTooManyShards before allocating or
+	// requesting anything past it: one index of 65,536 shards in 2,000
+	// snapshots, an index-N of 467 KB, would be 131 million (issue 42).
+	MaxShards int
 }
+
+// DefaultCatalogShards is CatalogFilter.MaxShards when it is 0: every
+// shard of the largest index segfs takes (snapshot.MaxIndexShards) in
+// one snapshot.
+const DefaultCatalogShards = snapshot.MaxIndexShards
+
+// ErrTooManyShards is what ReadCatalog's error wraps when the snapshots
+// and indices its filter keeps hold more shard snapshots than
+// CatalogFilter.MaxShards.
+var ErrTooManyShards = errors.New("more shard snapshots than the catalog may read")
 
 // MaxProbedShards bounds the shards probed for an index that index-N
 // gives no shard count for (repositories written before Elasticsearch
@@ -62,9 +82,15 @@ const MaxProbedShards = 1024
 
 // ReadCatalog reads the repository below base: index.latest, the root
 // index-N, and for each shard of each index of each snapshot (those the
-// filter keeps) its snap-<uuid>.dat, parallel of them at once. A shard
-// whose metadata cannot be read is listed with its error; an error
-// reading the root is returned.
+// filter keeps) its snap-<uuid>.dat, parallel of them at once. The shard
+// counts index-N gives are summed first, nothing read when they pass
+// f.MaxShards, and the indices without one probed a batch at a time,
+// each batch charged to MaxShards before it is allocated or requested:
+// the memory and the requests are those of the shards read, at most
+// MaxShards, whatever index-N claims. A shard whose metadata cannot be
+// read is listed with its error; an error reading the root, a bound
+// passed (ErrTooManyShards) or ctx's error is returned, with no
+// catalog.
 func ReadCatalog(ctx context.Context, open Opener, base string, f CatalogFilter, parallel int) (*Catalog, error) {
 	top, repo, err := openRoot(ctx, open, base)
 	if err != nil {
@@ -75,25 +101,47 @@ func ReadCatalog(ctx context.Context, open Opener, base string, f CatalogFilter,
 			return nil, fmt.Errorf("%w: %s: no index %q in the repository (generation %d)", ErrLayout, top, f.Index, repo.Generation)
 		}
 	}
+	limit := int64(f.MaxShards)
+	if limit <= 0 {
+		limit = DefaultCatalogShards
+	}
+	// The indices of each snapshot, by its uuid, in name order: one pass
+	// over index-N's lists, not one per snapshot and index.
+	held := map[string][]string{}
+	for _, name := range slices.Sorted(maps.Keys(repo.Indices)) {
+		if f.Index != "" && name != f.Index {
+			continue
+		}
+		for _, u := range repo.Indices[name].Snapshots {
+			if l := held[u]; len(l) == 0 || l[len(l)-1] != name { // a uuid listed twice counts once
+				held[u] = append(l, name)
+			}
+		}
+	}
 	found := f.Snapshot == ""
 	cat := &Catalog{Generation: repo.Generation}
-	type job struct{ s, i int }
-	var jobs []job
-	names := slices.Sorted(maps.Keys(repo.Indices))
-	uuids := map[*CatalogIndex]string{} // each index's snapshot
+	type pair struct{ s, i int } // cat.Snapshots[s].Indices[i]
+	var known, probe []pair
+	var charged int64             // shard snapshots index-N gives counts for
+	byIndex := map[string]int64{} // of them, by index
 	for _, sn := range repo.Snapshots {
 		if f.Snapshot != "" && sn.Name != f.Snapshot {
 			continue
 		}
 		found = true
 		cs := CatalogSnapshot{Name: sn.Name, UUID: sn.UUID, State: snapshot.State(sn.State), Version: sn.Version, Indices: []CatalogIndex{}}
-		for _, name := range names {
+		for _, name := range held[sn.UUID] {
 			ix := repo.Indices[name]
-			if f.Index != "" && name != f.Index || !holds(ix, sn.UUID) {
+			p := pair{len(cat.Snapshots), len(cs.Indices)}
+			cs.Indices = append(cs.Indices, CatalogIndex{Name: name, ID: ix.ID, Shards: []CatalogShard{}})
+			n := int64(len(ix.ShardGenerations))
+			if n == 0 {
+				probe = append(probe, p)
 				continue
 			}
-			cs.Indices = append(cs.Indices, CatalogIndex{Name: name, ID: ix.ID, Shards: []CatalogShard{}})
-			jobs = append(jobs, job{len(cat.Snapshots), len(cs.Indices) - 1})
+			charged += n // at most 2^16 a pair, of fewer pairs than index-N has bytes: no overflow
+			byIndex[name] += n
+			known = append(known, p)
 		}
 		if f.Index == "" || len(cs.Indices) > 0 {
 			cat.Snapshots = append(cat.Snapshots, cs)
@@ -102,55 +150,92 @@ func ReadCatalog(ctx context.Context, open Opener, base string, f CatalogFilter,
 	if !found {
 		return nil, fmt.Errorf("%w: %s: no snapshot %q in the repository (generation %d)", ErrLayout, top, f.Snapshot, repo.Generation)
 	}
-	// Every shard of the indices index-N gives a shard count for, then
-	// the others probed a batch at a time, each batch through the same
-	// parallel readers.
-	type task struct {
-		ci *CatalogIndex
-		sh int
-	}
-	var known []task
-	var probe []*CatalogIndex
-	for _, j := range jobs {
-		ci := &cat.Snapshots[j.s].Indices[j.i]
-		uuid := cat.Snapshots[j.s].UUID
-		n := len(repo.Indices[ci.Name].ShardGenerations)
-		if n == 0 {
-			probe = append(probe, ci)
-			uuids[ci] = uuid
-			continue
-		}
-		uuids[ci] = uuid
-		ci.Shards = make([]CatalogShard, n)
-		for sh := range n {
-			known = append(known, task{ci, sh})
-		}
-	}
-	read := func(ts []task) {
-		each(ctx, len(ts), parallel, func(i int) {
-			t := ts[i]
-			key := path.Join(SnapshotShardPath(PathType(repo.Indices[t.ci.Name].ShardPathType), base, t.ci.ID, t.sh), "snap-"+uuids[t.ci]+".dat")
-			t.ci.Shards[t.sh] = catalogShard(ctx, top, key, t.sh)
+	if charged > limit {
+		most := slices.MaxFunc(slices.Collect(maps.Keys(byIndex)), func(a, b string) int {
+			return cmp.Or(cmp.Compare(byIndex[a], byIndex[b]), strings.Compare(b, a)) // of a tie, the first name
 		})
+		return nil, fmt.Errorf("%w: the snapshots and indices selected hold %d (index %q %d of them), more than %d", ErrTooManyShards, charged, most, byIndex[most], limit)
 	}
-	read(known)
-	for _, ci := range probe {
-		batch := max(parallel, 1)
-		for from := 0; from < MaxProbedShards && ctx.Err() == nil; from += batch {
-			n := min(batch, MaxProbedShards-from)
-			ci.Shards = append(ci.Shards, make([]CatalogShard, n)...)
-			ts := make([]task, n)
-			for i := range ts {
-				ts[i] = task{ci, from + i}
-			}
-			read(ts)
-			if i := slices.IndexFunc(ci.Shards[from:], func(s CatalogShard) bool { return s.Error == notFound }); i >= 0 {
-				ci.Shards = ci.Shards[:from+i]
-				break
-			}
+	r := &catalogReader{top: top, repo: repo, base: base, parallel: parallel, limit: limit, charged: charged}
+	// Every shard of the indices index-N gives a shard count for, at most
+	// limit in all (charged above), then the others probed.
+	ts := make([]catalogTask, 0, charged)
+	for _, p := range known {
+		cs := &cat.Snapshots[p.s]
+		ci := &cs.Indices[p.i]
+		ci.Shards = make([]CatalogShard, len(repo.Indices[ci.Name].ShardGenerations))
+		for sh := range ci.Shards {
+			ts = append(ts, catalogTask{ci, cs.UUID, sh})
 		}
 	}
-	return cat, ctx.Err()
+	r.read(ctx, ts)
+	for _, p := range probe {
+		if err := r.probe(ctx, &cat.Snapshots[p.s], &cat.Snapshots[p.s].Indices[p.i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return cat, nil
+}
+
+// catalogReader reads the shard snapshots of a catalog, parallel at
+// once, and charges those it probes to its bound. Not safe for
+// concurrent use.
+type catalogReader struct {
+	top            fetcher.Store
+	repo           *snapshot.Repository
+	base           string
+	parallel       int
+	limit, charged int64 // the shard snapshots it may read, and those read or to be read
+}
+
+// catalogTask is one shard snapshot to read: shard sh of index ci in
+// the snapshot of uuid.
+type catalogTask struct {
+	ci   *CatalogIndex
+	uuid string
+	sh   int
+}
+
+// read reads each task's shard snapshot into its row.
+func (r *catalogReader) read(ctx context.Context, ts []catalogTask) {
+	each(ctx, len(ts), r.parallel, func(i int) {
+		t := ts[i]
+		key := path.Join(SnapshotShardPath(PathType(r.repo.Indices[t.ci.Name].ShardPathType), r.base, t.ci.ID, t.sh), "snap-"+t.uuid+".dat")
+		t.ci.Shards[t.sh] = catalogShard(ctx, r.top, key, t.sh)
+	})
+}
+
+// probe reads the shards of ci, an index of cs that index-N gives no
+// shard count for, from 0 until one has no snap-<uuid>.dat (at most
+// MaxProbedShards), a batch of parallel at a time, each batch charged
+// before it is allocated or requested.
+func (r *catalogReader) probe(ctx context.Context, cs *CatalogSnapshot, ci *CatalogIndex) error {
+	batch := int64(max(r.parallel, 1))
+	for from := 0; from < MaxProbedShards; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := int(min(batch, int64(MaxProbedShards-from), r.limit-r.charged))
+		if n == 0 {
+			return fmt.Errorf("%w: %d read or probed, and index %q of snapshot %q has shards to probe from %d on", ErrTooManyShards, r.charged, ci.Name, cs.Name, from)
+		}
+		r.charged += int64(n)
+		ci.Shards = append(ci.Shards, make([]CatalogShard, n)...)
+		ts := make([]catalogTask, n)
+		for i := range ts {
+			ts[i] = catalogTask{ci, cs.UUID, from + i}
+		}
+		r.read(ctx, ts)
+		if i := slices.IndexFunc(ci.Shards[from:], func(s CatalogShard) bool { return s.Error == notFound }); i >= 0 {
+			ci.Shards = ci.Shards[:from+i]
+			return nil
+		}
+		from += n
+	}
+	return nil
 }
 
 // each calls fn(0) ... fn(n-1) from at most parallel goroutines, and

@@ -117,6 +117,9 @@ func (s Snapshot) ResolveIn(ctx context.Context, open Opener, base string, repo 
 	out := &SnapshotShard{Data: data, Info: info, IndexID: ix.ID, Path: shardPath, Checksums: map[string]uint64{}}
 	var joined map[string][]fetcher.Object // the files stored in parts, by blob name
 	for _, f := range ss.Files {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("shard %d of index %s in snapshot %s: %w", s.Shard, s.Index, info.Name, err)
+		}
 		if sum, err := strconv.ParseUint(f.Checksum, 36, 64); err == nil && sum <= math.MaxUint32 {
 			out.Checksums[f.Name] = sum
 		}
@@ -128,31 +131,14 @@ func (s Snapshot) ResolveIn(ctx context.Context, open Opener, base string, repo 
 			out.Entries = append(out.Entries, entry.Entry{Name: f.Name, Inline: b, Obj: fetcher.Object{Size: f.Length}})
 			continue
 		}
-		parts := f.Parts()
-		objs := make([]fetcher.Object, 0, len(parts))
-	each:
-		for i, part := range parts {
-			b, ok := byName[part.Blob]
-			pr := Problem{File: FileEntry{Name: f.Name, Length: f.Length, Checksum: out.Checksums[f.Name]}, Missing: !ok, Size: b.Size}
-			switch {
-			case !ok && len(parts) > 1:
-				pr.Detail = fmt.Sprintf("names blob %s for part %d of %s, which does not exist", part.Blob, i, f.Name)
-			case !ok:
-				pr.Detail = fmt.Sprintf("names blob %s for %s, which does not exist", part.Blob, f.Name)
-			case b.Size != part.Len && len(parts) > 1:
-				pr.Detail = fmt.Sprintf("says part %d of %s is %d bytes; its blob %s is %d", i, f.Name, part.Len, b.Key, b.Size)
-			case b.Size != part.Len:
-				pr.Detail = fmt.Sprintf("says %s is %d bytes; its blob %s is %d", f.Name, f.Length, b.Key, b.Size)
-			default:
-				objs = append(objs, b)
-				continue
-			}
-			out.Problems = append(out.Problems, pr)
-			break each // one problem per file
+		objs, pr, err := findParts(ctx, f, out.Checksums[f.Name], byName)
+		if err != nil {
+			return nil, fmt.Errorf("shard %d of index %s in snapshot %s: %w", s.Shard, s.Index, info.Name, err)
 		}
 		switch {
-		case len(objs) < len(parts):
-		case len(parts) == 1:
+		case pr != nil:
+			out.Problems = append(out.Problems, *pr)
+		case f.NParts() == 1:
 			out.Entries = append(out.Entries, entry.Entry{Name: f.Name, Obj: objs[0]})
 		default:
 			if joined == nil {
@@ -171,10 +157,53 @@ func (s Snapshot) ResolveIn(ctx context.Context, open Opener, base string, repo 
 	return out, nil
 }
 
+// ctxEvery is how many parts findParts checks between two looks at its
+// context.
+const ctxEvery = 4096
+
+// findParts returns the listed objects of f's parts, in order, or the
+// problem of its first part that is missing or of another size than
+// the snapshot says (one per file). Parts are named as they are
+// reached, so the work is bounded by what the listing holds (each part
+// found is a listed object) and not by what the lengths claim; ctx is
+// checked every ctxEvery parts, its error returned. The problem names
+// the file with its checksum, sum.
+func findParts(ctx context.Context, f snapshot.FileInfo, sum uint64, byName map[string]fetcher.Object) ([]fetcher.Object, *Problem, error) {
+	n := f.NParts()
+	objs := make([]fetcher.Object, 0, min(n, int64(len(byName))))
+	for i, part := range f.Parts() {
+		if i%ctxEvery == ctxEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, err
+			}
+		}
+		b, ok := byName[part.Blob]
+		var detail string
+		switch {
+		case !ok && n > 1:
+			detail = fmt.Sprintf("names blob %s for part %d of %s, which does not exist", part.Blob, i, f.Name)
+		case !ok:
+			detail = fmt.Sprintf("names blob %s for %s, which does not exist", part.Blob, f.Name)
+		case b.Size != part.Len && n > 1:
+			detail = fmt.Sprintf("says part %d of %s is %d bytes; its blob %s is %d", i, f.Name, part.Len, b.Key, b.Size)
+		case b.Size != part.Len:
+			detail = fmt.Sprintf("says %s is %d bytes; its blob %s is %d", f.Name, f.Length, b.Key, b.Size)
+		default:
+			objs = append(objs, b)
+			continue
+		}
+		return nil, &Problem{File: FileEntry{Name: f.Name, Length: f.Length, Checksum: sum}, Missing: !ok, Size: b.Size, Detail: detail}, nil
+	}
+	return objs, nil, nil
+}
+
 // readSmall reads the whole object key of st, at most
 // snapshot.MaxBlobSize bytes (what the store claims is checked before
 // anything is allocated).
 func readSmall(ctx context.Context, st fetcher.Store, key string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	obj, err := st.Stat(ctx, key)
 	if err != nil {
 		return nil, err

@@ -2,8 +2,10 @@ package snapshot
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/segfs/segfs/entry"
@@ -44,40 +46,67 @@ type Part struct {
 	Off, Len int64
 }
 
-// Parts returns where the file's bytes are stored: one blob named Blob
-// when it fits one part, else Blob.part0 ... Blob.partN, each PartSize
-// bytes but the last, as BlobStoreIndexShardSnapshot.FileInfo names them.
-// A virtual file has none.
-func (f FileInfo) Parts() []Part {
-	if f.Virtual() {
-		return nil
+// NParts returns how many parts the file is stored in: none for a
+// virtual file, else 1 + (Length-1)/PartSize (one for an empty file, or
+// for a PartSize not above zero, which a parsed file never has).
+func (f FileInfo) NParts() int64 {
+	switch {
+	case f.Virtual():
+		return 0
+	case f.Length <= 0 || f.PartSize <= 0:
+		return 1
 	}
-	n := int64(1)
-	if f.Length > 0 {
-		n = 1 + (f.Length-1)/f.PartSize
-	}
-	if n == 1 {
-		return []Part{{Blob: f.Blob, Len: f.Length}}
-	}
-	parts := make([]Part, n)
-	for i := range n {
-		off := i * f.PartSize
-		parts[i] = Part{Blob: fmt.Sprintf("%s.part%d", f.Blob, i), Off: off, Len: min(f.PartSize, f.Length-off)}
-	}
-	return parts
+	return 1 + (f.Length-1)/f.PartSize
 }
 
-// MaxParts bounds the parts a file may claim: a lying length over a tiny
-// part size must not make a slice of billions.
-const MaxParts = 1 << 20
+// Part returns part i of the file (0 <= i < NParts): the blob Blob when
+// the file is one part, else Blob.part<i>, PartSize bytes but the last,
+// as BlobStoreIndexShardSnapshot.FileInfo names them. Only this part's
+// name is built. It panics for an i out of range.
+func (f FileInfo) Part(i int64) Part {
+	n := f.NParts()
+	if i < 0 || i >= n {
+		panic(fmt.Sprintf("snapshot: part %d of %s, which has %d", i, f.Name, n))
+	}
+	if n == 1 {
+		return Part{Blob: f.Blob, Len: f.Length}
+	}
+	off := i * f.PartSize
+	return Part{Blob: f.Blob + ".part" + strconv.FormatInt(i, 10), Off: off, Len: min(f.PartSize, f.Length-off)}
+}
+
+// Parts yields the file's parts in order with their numbers, each named
+// as it is reached (Part): a caller that stops early builds no more
+// names. A virtual file has none.
+func (f FileInfo) Parts() iter.Seq2[int64, Part] {
+	return func(yield func(int64, Part) bool) {
+		for i := range f.NParts() {
+			if !yield(i, f.Part(i)) {
+				return
+			}
+		}
+	}
+}
+
+// MaxParts bounds the parts one file may claim, and MaxShardParts those
+// of all the files of one shard snapshot: what a caller walks is then
+// bounded whatever the lengths and part sizes claim (a snapshot of
+// 100,000 files of 1 MiB in parts of one byte, 500 KB compressed, claims
+// 10^11; issue 42). 2^20 parts in all is a shard of 1 TiB in chunks of
+// 1 MiB, far above what a cluster writes.
+const (
+	MaxParts      = 1 << 20
+	MaxShardParts = 1 << 20
+)
 
 // ParseShardSnapshot reads a shard's snap-<uuid>.dat: the checksummed
 // blob, its Smile body and every file of it, each checked: a blob name
 // of the repository's form, a Lucene name that is a plain file name (no
 // "/", no ".."), a length not below zero, a part size above zero that
 // does not split the file into more than MaxParts, and for a virtual
-// file bytes as long as the length says. One bad file fails the whole
-// snapshot, naming it: a mount never shows part of a shard.
+// file bytes as long as the length says; and the files' parts, summed as
+// they are read, not more than MaxShardParts. One bad file fails the
+// whole snapshot, naming it: a mount never shows part of a shard.
 func ParseShardSnapshot(raw []byte) (*ShardSnapshot, error) {
 	v, err := decodeBlob(raw, ShardSnapshotCodec)
 	if err != nil {
@@ -102,7 +131,8 @@ func ParseShardSnapshot(raw []byte) (*ShardSnapshot, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: files is %T, not an array", ErrBlob, fv)
 	}
-	seen := make(map[string]bool, len(files))
+	seen := map[string]bool{} // not sized by len(files): an array of nulls is cheap to claim
+	var parts int64           // of the files so far, at most MaxShardParts
 	for i, x := range files {
 		o, ok := x.(*smile.Object)
 		if !ok {
@@ -116,6 +146,11 @@ func ParseShardSnapshot(raw []byte) (*ShardSnapshot, error) {
 			return nil, fmt.Errorf("%w: file %s named twice", ErrBlob, f.Name)
 		}
 		seen[f.Name] = true
+		n := f.NParts()
+		if n > MaxShardParts-parts { // parts <= MaxShardParts: the difference cannot overflow, a sum could
+			return nil, fmt.Errorf("%w: file %d (%s) brings the shard's parts to more than %d, the most segfs takes of one shard snapshot (MaxShardParts)", ErrBlob, i, f.Name, MaxShardParts)
+		}
+		parts += n
 		s.Files = append(s.Files, f)
 	}
 	return s, nil

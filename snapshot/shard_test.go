@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/flate"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -38,25 +39,101 @@ func TestShardSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
+// parts collects the parts Parts yields, checking their numbers and
+// that Part gives each alike.
+func parts(t *testing.T, f FileInfo) []Part {
+	t.Helper()
+	var out []Part
+	for i, p := range f.Parts() {
+		if i != int64(len(out)) || f.Part(i) != p {
+			t.Fatalf("%s: part %d yielded as %d, Part gives %v", f.Name, len(out), i, f.Part(i))
+		}
+		out = append(out, p)
+	}
+	if int64(len(out)) != f.NParts() {
+		t.Fatalf("%s: %d parts yielded, NParts %d", f.Name, len(out), f.NParts())
+	}
+	return out
+}
+
 // Parts as BlobStoreIndexShardSnapshot.FileInfo names them: no suffix
 // for one part, .partN otherwise, every part PartSize bytes but the last.
 func TestParts(t *testing.T) {
 	s := sample()
-	if got, want := s.Files[0].Parts(), []Part{{"__aAbB0.part0", 0, 1000}, {"__aAbB0.part1", 1000, 1000}, {"__aAbB0.part2", 2000, 500}}; !reflect.DeepEqual(got, want) {
-		t.Errorf("three parts: %v, want %v", got, want)
-	}
-	if got, want := s.Files[1].Parts(), []Part{{"__cCdD1", 0, 300}}; !reflect.DeepEqual(got, want) {
-		t.Errorf("one part: %v, want %v", got, want)
-	}
-	if got := s.Files[2].Parts(); got != nil || !s.Files[2].Virtual() {
-		t.Errorf("a virtual file: parts %v", got)
-	}
-	if got, want := s.Files[3].Parts(), []Part{{"__gGhH3", 0, 0}}; !reflect.DeepEqual(got, want) {
-		t.Errorf("an empty file: %v, want %v", got, want)
-	}
 	exact := FileInfo{Blob: "__x", Length: 2000, PartSize: 1000}
-	if got := exact.Parts(); len(got) != 2 || got[1].Len != 1000 {
-		t.Errorf("a length of exactly two parts: %v", got)
+	for _, c := range []struct {
+		name string
+		f    FileInfo
+		want []Part
+	}{
+		{"three parts", s.Files[0], []Part{{"__aAbB0.part0", 0, 1000}, {"__aAbB0.part1", 1000, 1000}, {"__aAbB0.part2", 2000, 500}}},
+		{"one part", s.Files[1], []Part{{"__cCdD1", 0, 300}}},
+		{"a virtual file", s.Files[2], nil},
+		{"an empty file", s.Files[3], []Part{{"__gGhH3", 0, 0}}},
+		{"exactly two parts", exact, []Part{{"__x.part0", 0, 1000}, {"__x.part1", 1000, 1000}}},
+		{"no part size", FileInfo{Blob: "__y", Length: 5}, []Part{{"__y", 0, 5}}},
+	} {
+		if got := parts(t, c.f); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// A file claiming 2^40 parts costs what its parts walked cost: part i
+// is named alone, and a walk that stops builds no more.
+func TestPartsLazy(t *testing.T) {
+	f := FileInfo{Blob: "__big", Name: "big", Length: 1 << 40, PartSize: 1}
+	if n := f.NParts(); n != 1<<40 {
+		t.Fatalf("NParts %d, want 2^40", n)
+	}
+	if got, want := f.Part(1<<40-1), (Part{"__big.part1099511627775", 1<<40 - 1, 1}); got != want {
+		t.Errorf("the last part: %v, want %v", got, want)
+	}
+	walked := 0
+	for range f.Parts() {
+		if walked++; walked == 3 {
+			break
+		}
+	}
+	if walked != 3 {
+		t.Errorf("walked %d parts, want 3", walked)
+	}
+	for _, i := range []int64{-1, 1 << 40} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "snapshot: part") {
+					t.Errorf("Part(%d): recovered %v, want a panic naming the package", i, r)
+				}
+			}()
+			f.Part(i)
+		}()
+	}
+}
+
+// The parts of a whole shard snapshot are bounded, summed as its files
+// are read: files each within MaxParts fail together past MaxShardParts,
+// naming the file that crosses it and the bound.
+func TestMaxShardParts(t *testing.T) {
+	files := func(n int, length int64) *ShardSnapshot {
+		s := &ShardSnapshot{Name: "s", IndexVersion: 1}
+		for i := range n {
+			s.Files = append(s.Files, FileInfo{Blob: fmt.Sprintf("__b%d", i), Name: fmt.Sprintf("f%d", i), Length: length, PartSize: 1, WrittenBy: "8.7.0"})
+		}
+		return s
+	}
+	// Exactly the bound: four files of a quarter each.
+	if _, err := ParseShardSnapshot(EncodeShardSnapshot(files(4, MaxShardParts/4), true)); err != nil {
+		t.Errorf("%d parts in all: %v", MaxShardParts, err)
+	}
+	_, err := ParseShardSnapshot(EncodeShardSnapshot(files(5, MaxShardParts/4), true))
+	if want := "file 4 (f4) brings the shard's parts to more than 1048576"; err == nil || !errors.Is(err, ErrBlob) || !strings.Contains(err.Error(), want) {
+		t.Errorf("one part more: %v, want an error saying %q", err, want)
+	}
+	// Issue 42's snapshot: 100,000 files of 1 MiB in parts of one byte.
+	// It fails at its second file.
+	_, err = ParseShardSnapshot(EncodeShardSnapshot(files(100_000, 1<<20), true))
+	if want := "file 1 (f1) brings"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("100,000 files of 2^20 parts: %v, want an error saying %q", err, want)
 	}
 }
 
@@ -120,6 +197,9 @@ func FuzzParseShardSnapshot(f *testing.F) {
 		}
 		for _, fi := range s.Files {
 			var n int64
+			if fi.NParts() > MaxParts {
+				t.Fatalf("%s: %d parts, more than MaxParts", fi.Name, fi.NParts())
+			}
 			for _, p := range fi.Parts() {
 				n += p.Len
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,23 +25,32 @@ type snapshotsCmd struct {
 	Index      string `name:"index" placeholder:"NAME" help:"List only this index. Default: all."`
 	JSON       bool   `name:"json" help:"Print the listing as one JSON object instead of a table."`
 	MaxFetches int    `name:"max-fetches" default:"16" help:"Most shard metadata reads in flight at once."`
+	MaxShards  int    `name:"max-shards" default:"65536" placeholder:"N" help:"Most shard snapshots read in one run (a HEAD and a GET each, counting the shards probed in a repository without shard counts). Past it segfs snapshots reads nothing more and exits 2: narrow it with --snapshot and --index, or raise this."`
 }
 
 // Run reads the repository's root and every shard's metadata the flags
 // select, and prints them: exit 0 when every shard of a successful
-// snapshot was read, 1 when one could not be, 2 on a usage error or a
-// root that cannot be read.
+// snapshot was read, 1 when one could not be, 2 on a usage error, a
+// root that cannot be read, or more shard snapshots selected than
+// --max-shards.
 func (c *snapshotsCmd) Run(log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if c.MaxFetches < 1 || c.MaxFetches > 1024 {
 		return &exitError{2, fmt.Errorf("--max-fetches %d: must be between 1 and 1024", c.MaxFetches)}
 	}
+	if c.MaxShards < 1 {
+		return &exitError{2, fmt.Errorf("--max-shards %d: must be at least 1", c.MaxShards)}
+	}
 	open, _, base, err := repository(c.Source, c.storeFlags.config(0, c.MaxFetches*2, log))
 	if err != nil {
 		return &exitError{2, err}
 	}
-	cat, err := layout.ReadCatalog(ctx, open, base, layout.CatalogFilter{Snapshot: c.Snapshot, Index: c.Index}, c.MaxFetches)
+	f := layout.CatalogFilter{Snapshot: c.Snapshot, Index: c.Index, MaxShards: c.MaxShards}
+	cat, err := layout.ReadCatalog(ctx, open, base, f, c.MaxFetches)
+	if errors.Is(err, layout.ErrTooManyShards) {
+		return &exitError{2, fmt.Errorf("%w; narrow the listing with --snapshot and --index, or raise --max-shards (%d)", err, c.MaxShards)}
+	}
 	if err != nil {
 		return &exitError{2, err}
 	}
