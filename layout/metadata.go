@@ -172,9 +172,33 @@ func ParseMetadata(data []byte) (*Metadata, error) {
 	return m, nil
 }
 
+// MaxMetadataFiles bounds the files a metadata file may list: a shard's
+// commit holds a few hundred, tens of thousands in a shard of many small
+// segments without compound files. A file of tiny entries otherwise
+// lists one every ten bytes, six million in a file of MaxMetadataSize,
+// which took 1.8 GB to parse (issue 42); at this bound the entries take
+// 7 MB besides their strings.
+const MaxMetadataFiles = 100_000
+
+// maxEntryBytes bounds a key or value of the file map: a Lucene file
+// name, or two names, a checksum, a length and a version. Splitting a
+// value on "::" then costs little, and an error quotes little.
+const maxEntryBytes = 4096
+
+// MaxMetadataDecoded bounds the memory parsing one metadata file holds
+// at its peak, for the daemon's memory bound to count once for every
+// parse that may run at once: the file as read (MaxMetadataSize), the
+// copies of its strings and SegmentInfos (no more than twice its size:
+// a version 1 body is read as two bodies), and the FileEntry of each
+// file it lists (72 bytes).
+const MaxMetadataDecoded = 3*MaxMetadataSize + MaxMetadataFiles*72
+
 // readFiles reads writeMapOfStrings: a VInt count, then that many key
-// and value strings. Each entry takes at least two bytes (two lengths),
-// which bounds the count before any entry is read.
+// and value strings. The count is checked before any entry is read:
+// at most MaxMetadataFiles, and each entry takes at least two bytes
+// (two lengths); a key or value is at most maxEntryBytes. What an entry
+// keeps is its FileEntry and its two strings, as long as the bytes they
+// were read from.
 func readFiles(in *lucene.Input) ([]FileEntry, error) {
 	at := in.Offset()
 	n, err := in.VInt()
@@ -184,14 +208,20 @@ func readFiles(in *lucene.Input) ([]FileEntry, error) {
 	if n < 0 || int(n) > in.Remaining()/2 {
 		return nil, fmt.Errorf("count %d at offset %d, but %d bytes are left", n, at, in.Remaining())
 	}
-	var files []FileEntry
+	if n > MaxMetadataFiles {
+		return nil, fmt.Errorf("count %d at offset %d, more than the %d files segfs takes of one shard (MaxMetadataFiles)", n, at, MaxMetadataFiles)
+	}
+	var files []FileEntry // nil for none, as encoded
+	if n > 0 {
+		files = make([]FileEntry, 0, n)
+	}
 	for i := range int(n) {
 		at := in.Offset()
-		key, err := in.String(in.Remaining(), "key")
+		key, err := in.String(maxEntryBytes, "key")
 		if err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i, err)
 		}
-		value, err := in.String(in.Remaining(), "value")
+		value, err := in.String(maxEntryBytes, "value")
 		if err != nil {
 			return nil, fmt.Errorf("entry %d (%q): %w", i, key, err)
 		}
@@ -402,6 +432,11 @@ func readSegmentInfos(in *lucene.Input) ([]byte, error) {
 	return cloneNonEmpty(p), nil
 }
 
+// maxFormatStates bounds the data formats a DFA payload may hold state
+// for: one per format a shard writes (a few), so that a payload of tiny
+// entries cannot build millions of them (MaxMetadataDecoded assumes it).
+const maxFormatStates = 64
+
 // readDFA reads a DfaRecoveryPayload; what follows its known fields is
 // kept as Trailing.
 func readDFA(in *lucene.Input) (*DFAPayload, error) {
@@ -433,6 +468,9 @@ func readDFA(in *lucene.Input) (*DFAPayload, error) {
 	}
 	if n < 0 || int(n) > in.Remaining()/2 {
 		return nil, fmt.Errorf("format state count %d at offset %d, but %d bytes are left", n, at, in.Remaining())
+	}
+	if n > maxFormatStates {
+		return nil, fmt.Errorf("format state count %d at offset %d, more than the %d segfs takes", n, at, maxFormatStates)
 	}
 	for i := range int(n) {
 		var s FormatState

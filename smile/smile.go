@@ -6,12 +6,18 @@
 // and raw binary, shared property names and shared string values.
 //
 // The input is untrusted: a repository may hold anything. Every length
-// is checked against the bytes left before anything is allocated, so the
-// decoded value takes memory in proportion to the input; nesting is
-// bounded (Limits.MaxDepth); a back-reference to a name or value never
-// defined, a reserved token, a truncated token or trailing bytes are
-// errors naming the offset. Decode never panics on any input (the fuzz
-// target checks it).
+// is checked against the bytes left before anything is allocated;
+// nesting is bounded (Limits.MaxDepth); a back-reference to a name or
+// value never defined, a reserved token, a truncated token or trailing
+// bytes are errors naming the offset. Decode never panics on any input
+// (the fuzz target checks it).
+//
+// The input's size does not bound what decoding it builds: one byte (a
+// null, a shared value reference) becomes an array slot of 16 bytes and
+// more, so 64 MB of them would take gigabytes (issue 42). What a decode
+// builds is bounded instead (Limits.MaxBuilt): each node is charged an
+// estimate of the heap it takes, no less than it takes, before it is
+// allocated, and a decode that would build more fails.
 package smile
 
 import (
@@ -57,12 +63,40 @@ type Limits struct {
 	// MaxDepth is the deepest nesting of arrays and objects; 0 means
 	// DefaultMaxDepth.
 	MaxDepth int
+	// MaxBuilt is the most bytes a decode may build, as Decode charges
+	// them; 0 (or less) means DefaultMaxBuilt. Besides it a decode holds
+	// its two back-reference tables (32 KiB at most) and the garbage of
+	// growing arrays and objects (at most as much again: capacity
+	// doubles, and what it adds is charged).
+	MaxBuilt int64
 }
 
 // DefaultMaxDepth is deeper than any snapshot metadata nests (four
 // levels) by far, and shallow enough that a hostile file of nested
 // brackets costs nothing.
 const DefaultMaxDepth = 64
+
+// DefaultMaxBuilt is far above what real snapshot metadata builds: a
+// shard's snap-*.dat costs about 600 bytes a file as Decode charges it
+// (an object of seven members, its strings, its slot in the files
+// array), so 10,000 files build 6 MiB and 64 MiB holds some 110,000,
+// more files than a shard has. A hostile document of one-byte tokens is
+// refused after building 64 MiB, where it would otherwise take 35 bytes
+// of heap a byte of input.
+const DefaultMaxBuilt = 64 << 20
+
+// What Decode charges against Limits.MaxBuilt, in bytes: the heap each
+// node takes on a 64-bit platform, rounded up.
+const (
+	slotCost   = 16 // an array's element: an interface value
+	memberCost = 32 // an object's member: its name and its value
+	headerCost = 24 // an array or binary boxed in an interface, an *Object
+	boxCost    = 16 // a string, int64, float64 or Decimal boxed in an interface
+	bigCost    = 64 // a *big.Int, besides its words
+)
+
+// bytesCost is what n bytes of a string or binary cost: whole words.
+func bytesCost(n int) int64 { return (int64(n) + 7) &^ 7 }
 
 // Error is a decode failure at an offset of the input.
 type Error struct {
@@ -93,11 +127,26 @@ const maxShareable = 64
 
 // Decode decodes data, a Smile document: the header ":)\n" and its flags,
 // one value, and optionally the end marker 0xFF.
+//
+// It charges what it builds against lim.MaxBuilt before allocating it:
+// an array or object 24 bytes, and each slot it adds (capacity, not
+// length) 16 bytes an array element, 32 an object member; a string 16
+// bytes and its bytes in whole words, a binary 24 and its bytes, both
+// even when the string is a back-reference to one already built (a
+// shared name likewise its bytes); an int64 or float64 16; a BigInteger
+// 64 and five times its bytes (the 7-bit buffer, the words and the
+// temporaries of a negative value), a BigDecimal 16 more; null, booleans
+// and the empty string nothing beyond their slot. A decode that would
+// build more fails with an *Error at the offset of the token that would
+// exceed it.
 func Decode(data []byte, lim Limits) (any, error) {
 	if lim.MaxDepth <= 0 {
 		lim.MaxDepth = DefaultMaxDepth
 	}
-	d := &decoder{data: data, lim: lim}
+	if lim.MaxBuilt <= 0 {
+		lim.MaxBuilt = DefaultMaxBuilt
+	}
+	d := &decoder{data: data, lim: lim, left: lim.MaxBuilt}
 	if len(data) < 4 || data[0] != ':' || data[1] != ')' || data[2] != '\n' {
 		return nil, d.fail(0, "no smile header")
 	}
@@ -126,12 +175,46 @@ type decoder struct {
 	data []byte
 	pos  int
 	lim  Limits
+	left int64 // of lim.MaxBuilt, the bytes not yet charged
 
 	sharedNames, sharedValues, rawBinary bool
 	names, values                        []string // the back-reference tables
 }
 
 func (d *decoder) fail(at int, msg string) error { return &Error{Offset: at, Msg: msg} }
+
+// charge takes n bytes of the build budget for what the token at offset
+// at is about to allocate, or fails.
+func (d *decoder) charge(at int, n int64) error {
+	if n > d.left {
+		return d.overBudget(at)
+	}
+	d.left -= n
+	return nil
+}
+
+func (d *decoder) overBudget(at int) error {
+	return d.fail(at, fmt.Sprintf("the decoded value would take more than %d bytes, the most a decode may build (Limits.MaxBuilt)", d.lim.MaxBuilt))
+}
+
+// grow returns s with room for one more element of size bytes, charging
+// the capacity it adds: twice as much, or what the budget has left.
+func grow[T any](d *decoder, s []T, at int, size int64) ([]T, error) {
+	if len(s) < cap(s) {
+		return s, nil
+	}
+	n := int64(max(4, 2*cap(s)))
+	if room := int64(cap(s)) + d.left/size; n > room {
+		n = room
+	}
+	if n <= int64(len(s)) {
+		return nil, d.overBudget(at)
+	}
+	d.left -= (n - int64(cap(s))) * size
+	t := make([]T, len(s), n)
+	copy(t, s)
+	return t, nil
+}
 
 func (d *decoder) byte() (byte, error) {
 	if d.pos >= len(d.data) {
@@ -215,6 +298,9 @@ func (d *decoder) text(n int, ascii bool) (string, error) {
 	} else if !utf8.Valid(b) {
 		return "", d.fail(at, "a string that is not UTF-8")
 	}
+	if err := d.charge(at, bytesCost(n)); err != nil {
+		return "", err
+	}
 	return string(b), nil
 }
 
@@ -228,6 +314,9 @@ func (d *decoder) until() (string, error) {
 			if !utf8.Valid(b) {
 				return "", d.fail(at, "a string that is not UTF-8")
 			}
+			if err := d.charge(at, bytesCost(len(b))); err != nil {
+				return "", err
+			}
 			return string(b), nil
 		}
 	}
@@ -236,14 +325,18 @@ func (d *decoder) until() (string, error) {
 
 // sevenBit decodes n raw bytes from their 7-bit encoding: each 7 bytes
 // as 8 bytes of 7 bits; a last group of k < 7 bytes as k bytes of 7 bits
-// and one byte holding the last k bits, right-aligned.
-func (d *decoder) sevenBit(n int) ([]byte, error) {
+// and one byte holding the last k bits, right-aligned. It charges cost
+// (at the token's offset at) once the bytes are there.
+func (d *decoder) sevenBit(n, at int, cost int64) ([]byte, error) {
 	enc := n/7*8 + n%7
 	if n%7 != 0 {
 		enc++
 	}
 	in, err := d.take(enc)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.charge(at, cost); err != nil {
 		return nil, err
 	}
 	out := make([]byte, 0, n)
@@ -270,13 +363,27 @@ func (d *decoder) sevenBit(n int) ([]byte, error) {
 }
 
 // sevenBitValue reads a length, then that many bytes of 7-bit encoded
-// binary (a BigInteger's or BigDecimal's magnitude, a binary value).
-func (d *decoder) sevenBitValue() ([]byte, error) {
+// binary (a BigInteger's or BigDecimal's magnitude, a binary value),
+// charging fixed and perWord for each word of them.
+func (d *decoder) sevenBitValue(at int, fixed, perWord int64) ([]byte, error) {
 	n, err := d.length()
 	if err != nil {
 		return nil, err
 	}
-	return d.sevenBit(n)
+	return d.sevenBit(n, at, fixed+perWord*bytesCost(n))
+}
+
+// refValue is a back-reference to a shared value string: it costs what
+// the string would, though its bytes are the table's.
+func (d *decoder) refValue(i, at int) (any, error) {
+	s, err := d.ref(d.values, i, at, "value")
+	if err != nil {
+		return nil, err
+	}
+	if err := d.charge(at, boxCost+bytesCost(len(s))); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // fixed7 reads n bytes of 7 bits each, right-aligned (a float's bits).
@@ -321,12 +428,19 @@ func (d *decoder) value(depth int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A number costs its box (tokens 0x24 to 0x29, small integers; a
+	// BigDecimal's is charged with its magnitude).
+	if t >= 0x24 && t <= 0x29 || t >= 0xC0 && t <= 0xDF {
+		if err := d.charge(at, boxCost); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case t >= 0x01 && t <= 0x1F: // short shared value reference: 1-31
 		if !d.sharedValues {
 			return nil, d.fail(at, "a shared value reference, with shared values off in the header")
 		}
-		return d.ref(d.values, int(t)-1, at, "value")
+		return d.refValue(int(t)-1, at)
 	case t == 0x20:
 		return "", nil
 	case t == 0x21:
@@ -348,7 +462,7 @@ func (d *decoder) value(depth int) (any, error) {
 		}
 		return zigzag(u), nil
 	case t == 0x26:
-		mag, err := d.sevenBitValue()
+		mag, err := d.sevenBitValue(at, bigCost, 5)
 		if err != nil {
 			return nil, err
 		}
@@ -377,7 +491,7 @@ func (d *decoder) value(depth int) (any, error) {
 			return nil, err
 		}
 		scale := int32(zigzag(u))
-		mag, err := d.sevenBitValue()
+		mag, err := d.sevenBitValue(at, boxCost+bigCost, 5)
 		if err != nil {
 			return nil, err
 		}
@@ -393,6 +507,9 @@ func (d *decoder) value(depth int) (any, error) {
 		if t&0x20 != 0 {
 			n += 32
 		}
+		if err := d.charge(at, boxCost); err != nil {
+			return nil, err
+		}
 		s, err := d.text(n, ascii)
 		if err != nil {
 			return nil, err
@@ -404,9 +521,12 @@ func (d *decoder) value(depth int) (any, error) {
 	case t >= 0xC0 && t <= 0xDF:
 		return zigzag(uint64(t & 0x1F)), nil
 	case t == 0xE0, t == 0xE4: // long ASCII, long Unicode: never shared
+		if err := d.charge(at, boxCost); err != nil {
+			return nil, err
+		}
 		return d.until()
 	case t == 0xE8:
-		return d.sevenBitValue()
+		return d.sevenBitValue(at, headerCost, 1)
 	case t >= 0xEC && t <= 0xEF: // long shared value reference
 		if !d.sharedValues {
 			return nil, d.fail(at, "a shared value reference, with shared values off in the header")
@@ -415,7 +535,7 @@ func (d *decoder) value(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return d.ref(d.values, int(t&0x03)<<8|int(lo), at, "value")
+		return d.refValue(int(t&0x03)<<8|int(lo), at)
 	case t == 0xF8:
 		return d.array(depth + 1)
 	case t == 0xFA:
@@ -430,6 +550,9 @@ func (d *decoder) value(depth int) (any, error) {
 		}
 		b, err := d.take(n)
 		if err != nil {
+			return nil, err
+		}
+		if err := d.charge(at, headerCost+bytesCost(n)); err != nil {
 			return nil, err
 		}
 		out := make([]byte, n)
@@ -449,14 +572,22 @@ func signedBig(b []byte) *big.Int {
 }
 
 func (d *decoder) array(depth int) (any, error) {
+	at := d.pos - 1
 	if depth > d.lim.MaxDepth {
-		return nil, d.fail(d.pos-1, fmt.Sprintf("nesting deeper than %d", d.lim.MaxDepth))
+		return nil, d.fail(at, fmt.Sprintf("nesting deeper than %d", d.lim.MaxDepth))
+	}
+	if err := d.charge(at, headerCost); err != nil {
+		return nil, err
 	}
 	out := []any{}
 	for {
 		if d.pos < len(d.data) && d.data[d.pos] == 0xF9 {
 			d.pos++
 			return out, nil
+		}
+		var err error
+		if out, err = grow(d, out, d.pos, slotCost); err != nil {
+			return nil, err
 		}
 		v, err := d.value(depth)
 		if err != nil {
@@ -467,17 +598,25 @@ func (d *decoder) array(depth int) (any, error) {
 }
 
 func (d *decoder) object(depth int) (any, error) {
+	at := d.pos - 1
 	if depth > d.lim.MaxDepth {
-		return nil, d.fail(d.pos-1, fmt.Sprintf("nesting deeper than %d", d.lim.MaxDepth))
+		return nil, d.fail(at, fmt.Sprintf("nesting deeper than %d", d.lim.MaxDepth))
+	}
+	if err := d.charge(at, headerCost); err != nil {
+		return nil, err
 	}
 	o := &Object{}
 	for {
+		kat := d.pos
 		name, end, err := d.key()
 		if err != nil {
 			return nil, err
 		}
 		if end {
 			return o, nil
+		}
+		if o.Members, err = grow(d, o.Members, kat, memberCost); err != nil {
+			return nil, err
 		}
 		v, err := d.value(depth)
 		if err != nil {
@@ -513,7 +652,10 @@ func (d *decoder) key() (name string, end bool, err error) {
 			i = int(t&0x03)<<8 | int(lo)
 		}
 		s, err := d.ref(d.names, i, at, "name")
-		return s, false, err
+		if err != nil {
+			return "", false, err
+		}
+		return s, false, d.charge(at, bytesCost(len(s)))
 	}
 	// A name sent in full, which takes the next index of the table.
 	var s string

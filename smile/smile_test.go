@@ -268,6 +268,14 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
+		// A small budget refuses it or changes nothing.
+		if small, err := Decode(in, Limits{MaxDepth: 16, MaxBuilt: 512}); err != nil {
+			if !errors.Is(err, ErrSmile) || !strings.Contains(err.Error(), "the most a decode may build") {
+				t.Fatalf("under a budget of 512 bytes: %v, want it over the budget", err)
+			}
+		} else if !equal(small, v) {
+			t.Fatalf("under a budget of 512 bytes: %#v, want %#v", small, v)
+		}
 		// What decodes re-encodes and decodes to the same value.
 		if hasUnencodable(v) {
 			return

@@ -78,11 +78,29 @@ func ParseLatest(raw []byte) (int64, error) {
 // IndexN is the name of the root index file of generation gen.
 func IndexN(gen int64) string { return "index-" + strconv.FormatInt(gen, 10) }
 
+// MaxSnapshots bounds the snapshots an index-N may list, and those one
+// of its indices may name: a snapshot every five minutes kept for more
+// than a year. MaxIndices bounds its indices: more than a cluster holds
+// by far, though a repository keeps the indices of its snapshots after
+// the cluster deleted them.
+const (
+	MaxSnapshots = 1 << 17
+	MaxIndices   = 1 << 18
+)
+
 // ParseIndexN reads a repository's root index-N (JSON), at most
-// MaxBlobSize bytes.
+// MaxBlobSize bytes, which decoding may not make into more than
+// MaxIndexNBuilt (estimated before it starts), nor into more than
+// MaxSnapshots snapshots or MaxIndices indices.
 func ParseIndexN(raw []byte, gen int64) (*Repository, error) {
 	if len(raw) > MaxBlobSize {
 		return nil, fmt.Errorf("%w: %s of %d bytes, more than the %d segfs reads", ErrBlob, IndexN(gen), len(raw), MaxBlobSize)
+	}
+	switch cost, err := indexNCost(raw, MaxIndexNBuilt); {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: %w", ErrBlob, IndexN(gen), err)
+	case cost > MaxIndexNBuilt:
+		return nil, fmt.Errorf("%w: %s of %d bytes would decode to more than %d bytes, the most segfs builds of an index-N (MaxIndexNBuilt)", ErrBlob, IndexN(gen), len(raw), MaxIndexNBuilt)
 	}
 	var doc struct {
 		Snapshots []SnapshotInfo       `json:"snapshots"`
@@ -91,7 +109,13 @@ func ParseIndexN(raw []byte, gen int64) (*Repository, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBlob, IndexN(gen), err)
 	}
+	if len(doc.Snapshots) > MaxSnapshots || len(doc.Indices) > MaxIndices {
+		return nil, fmt.Errorf("%w: %s lists %d snapshots and %d indices, more than the %d and %d segfs takes", ErrBlob, IndexN(gen), len(doc.Snapshots), len(doc.Indices), MaxSnapshots, MaxIndices)
+	}
 	for name, ix := range doc.Indices {
+		if len(ix.Snapshots) > MaxSnapshots {
+			return nil, fmt.Errorf("%w: %s: index %s is in %d snapshots, more than the %d segfs takes", ErrBlob, IndexN(gen), name, len(ix.Snapshots), MaxSnapshots)
+		}
 		if !plainName(ix.ID) {
 			return nil, fmt.Errorf("%w: %s: index %s has id %q", ErrBlob, IndexN(gen), name, ix.ID)
 		}
