@@ -29,8 +29,11 @@ type Lazy interface {
 	// root, else "a/" or "a/b/"), a directory above Depth.
 	Dirs(ctx context.Context, dir string) ([]string, error)
 	// Has reports whether dir holds the directory name, which its Dirs
-	// did not list (made since, or not listable).
-	Has(ctx context.Context, dir, name string) (bool, error)
+	// did not list (a name a listing knows of but does not show), from
+	// what the last Dirs of dir found: it makes no remote call. A name
+	// made since is found by the next listing (the tree lists a
+	// directory again at most once every relistEvery for such lookups).
+	Has(dir, name string) bool
 	// Files returns the files of dir, a directory at Depth, each named
 	// dir + its name.
 	Files(ctx context.Context, dir string) ([]entry.Entry, error)
@@ -61,6 +64,8 @@ func (r *Root) DirReads() map[string]*DirCounters {
 // Relist makes every lazy directory of directories listed so far list
 // again at its next use (a refresh of a repository mount): names new in
 // the store show; none goes (a shard's own files follow its commits).
+// It takes no lock a resolution holds: a refresh never waits on a
+// lookup's remote calls.
 func (r *Root) Relist() {
 	if r.lazy == nil {
 		return
@@ -70,9 +75,7 @@ func (r *Root) Relist() {
 		if depth >= r.lazy.Depth() {
 			return
 		}
-		st.mu.Lock()
-		st.done = false
-		st.mu.Unlock()
+		st.ready.Store(false)
 		for _, child := range in.Children() {
 			if ld, ok := child.Operations().(*lazyDir); ok {
 				walk(&ld.Inode, &ld.st, ld.depth)
@@ -85,45 +88,38 @@ func (r *Root) Relist() {
 // lazyRetry is how long a directory that failed to resolve answers EIO
 // before its next use tries again; lazyTimeout bounds one resolution,
 // which no caller's interrupt cuts short (its result serves every
-// caller that waits for it).
+// caller that waits for it); relistEvery is the least time between two
+// listings of one directory that lookups of names it does not hold ask
+// for (tools probe names such as .git at every call, and any local
+// user of an --allow-other mount can stat random names: each such name
+// costs a remote listing at most once an interval, in all).
 const (
 	lazyRetry   = 30 * time.Second
 	lazyTimeout = 2 * time.Minute
+	relistEvery = 5 * time.Second
 )
 
 // lazyState is one lazy directory's resolution.
 type lazyState struct {
-	mu   sync.Mutex // held while resolving: other users of the directory wait for the one resolution
-	done bool
-	err  error
-	at   time.Time // when err was found
+	// ready is set once the directory is listed (or its files added)
+	// and cleared by Relist: a lookup that finds it set, and the name it
+	// asks for, needs no remote call.
+	ready atomic.Bool
+	// listedAt is when the directory's last listing was tried (Unix
+	// nanoseconds): a lookup of a name it lacks lists it again only
+	// relistEvery after.
+	listedAt atomic.Int64
 
-	// absentAt holds the names a lookup asked the store for and did not
-	// find, with when (tools probe names such as .git at every call, and
-	// the kernel keeps no negative entry): at most maxAbsent of them.
-	absentMu sync.Mutex
-	absentAt map[string]time.Time
+	mu    sync.Mutex // held while resolving: other users of the directory wait for the one resolution
+	shown bool       // a listing of directories was shown: a failed relisting keeps it
+	err   error
+	at    time.Time // when err was found
 }
 
-// maxAbsent bounds the names a lazy directory remembers as absent.
-const maxAbsent = 1024
-
-// absent reports whether name was asked for and not found within
-// lazyRetry.
-func (st *lazyState) absent(name string) bool {
-	st.absentMu.Lock()
-	defer st.absentMu.Unlock()
-	at, ok := st.absentAt[name]
-	return ok && time.Since(at) < lazyRetry
-}
-
-func (st *lazyState) markAbsent(name string) {
-	st.absentMu.Lock()
-	defer st.absentMu.Unlock()
-	if st.absentAt == nil || len(st.absentAt) >= maxAbsent {
-		st.absentAt = map[string]time.Time{}
-	}
-	st.absentAt[name] = time.Now()
+// relistDue reports whether a lookup of a name the directory lacks may
+// list it again at now.
+func (st *lazyState) relistDue(now time.Time) bool {
+	return now.Sub(time.Unix(0, st.listedAt.Load())) >= relistEvery
 }
 
 // lazyDir is a directory of a repository mount that lists or resolves
@@ -141,14 +137,36 @@ var (
 	_ = (gofs.NodeOpendirer)((*lazyDir)(nil))
 )
 
+// LazyLimits bound what a repository mount's tree holds.
+type LazyLimits struct {
+	// AdmitFiles is asked before the files of a directory are added,
+	// with how many files the tree would then show; an error refuses the
+	// directory (the mount's bound on the shards it holds). Nil admits
+	// all.
+	AdmitFiles func(files int) error
+	// MaxDirs bounds the directories the tree shows in all (each a node
+	// that stays for the mount's life): a listing that would pass it is
+	// refused whole, and its directory answers EIO. 0 means
+	// DefaultMaxDirs.
+	MaxDirs int
+}
+
+// DefaultMaxDirs is LazyLimits.MaxDirs unless set; DirBytes bounds one
+// directory's node (its inode, its go-fuse node and its state), for the
+// memory bound.
+const (
+	DefaultMaxDirs = 1 << 16
+	DirBytes       = 1 << 10
+)
+
 // SetLazy makes the tree a repository mount's: its root and the
-// directories below it are resolved by l as they are used. admit is
-// asked before the files of a directory are added, with how many files
-// the tree would then show; an error refuses the directory (the mount's
-// bound on the shards it holds). Call before mounting, on a tree of no
-// entries.
-func (r *Root) SetLazy(l Lazy, admit func(files int) error) {
-	r.lazy, r.admit = l, admit
+// directories below it are resolved by l as they are used, within lim.
+// Call before mounting, on a tree of no entries.
+func (r *Root) SetLazy(l Lazy, lim LazyLimits) {
+	if lim.MaxDirs <= 0 {
+		lim.MaxDirs = DefaultMaxDirs
+	}
+	r.lazy, r.admit, r.maxDirs = l, lim.AdmitFiles, lim.MaxDirs
 }
 
 // Lookup finds a child, resolving the directory first in a repository
@@ -165,7 +183,7 @@ func (r *Root) Opendir(ctx context.Context) syscall.Errno {
 	if r.lazy == nil {
 		return r.dirNode.Opendir(ctx)
 	}
-	if err := r.ensure(ctx, &r.Inode, &r.dirNode, "", 0, &r.lazySt); err != nil {
+	if err := r.ensure(ctx, &r.Inode, &r.dirNode, "", 0, &r.lazySt, false); err != nil {
 		return syscall.EIO
 	}
 	return 0
@@ -176,7 +194,7 @@ func (d *lazyDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 }
 
 func (d *lazyDir) Opendir(ctx context.Context) syscall.Errno {
-	if err := d.root.ensure(ctx, &d.Inode, &d.dirNode, d.path, d.depth, &d.st); err != nil {
+	if err := d.root.ensure(ctx, &d.Inode, &d.dirNode, d.path, d.depth, &d.st, false); err != nil {
 		return syscall.EIO
 	}
 	d.seen()
@@ -184,29 +202,37 @@ func (d *lazyDir) Opendir(ctx context.Context) syscall.Errno {
 }
 
 // lazyLookup is Lookup in a lazy directory: resolved first (EIO if it
-// cannot be), then a directory name not listed is asked for (a shard or
-// an index made after the listing; a name the store did not have is
-// answered from memory for lazyRetry). A child directory is not
+// cannot be); a directory name it does not hold is answered from what
+// it listed, the directory listed again at most once every relistEvery
+// (single flight: one listing serves every lookup waiting for it), so
+// that absent names cost no remote call each. A child directory is not
 // resolved at its own lookup: go-fuse looks up every entry of a
 // READDIRPLUS, and a listing of an index must not resolve its shards.
 // A shard resolves at the first lookup in it or listing of it.
+//
+// It runs under the view's read lock (viewGuard holds it for LOOKUP and
+// READDIRPLUS, the only requests that look up), and releases it around
+// any remote call: a refresh, which takes the view for writing, never
+// waits on the store behind a lookup. What it decides after taking the
+// view back it reads afresh from the tree.
 func (r *Root) lazyLookup(ctx context.Context, in *gofs.Inode, dn *dirNode, dir string, depth int, st *lazyState, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if err := r.ensure(ctx, in, dn, dir, depth, st); err != nil {
-		return nil, syscall.EIO
-	}
 	child := in.GetChild(name)
-	if child == nil && depth < r.lazy.Depth() && !st.absent(name) {
-		ok, err := r.lazy.Has(ctx, dir, name)
+	relist := child == nil && depth < r.lazy.Depth() && st.relistDue(time.Now())
+	if !st.ready.Load() || relist {
+		r.view.RUnlock()
+		err := r.ensure(ctx, in, dn, dir, depth, st, relist)
+		r.view.RLock()
 		if err != nil {
-			r.log.Error("cannot look up a directory", "dir", dir+name, "err", err)
 			return nil, syscall.EIO
 		}
-		if ok {
-			r.addLazyDirs(in, dir, depth+1, []string{name})
-			child = in.GetChild(name)
-		} else {
-			st.markAbsent(name)
+		child = in.GetChild(name)
+	}
+	if child == nil && depth < r.lazy.Depth() && r.lazy.Has(dir, name) {
+		if err := r.addLazyDirs(in, dir, depth+1, []string{name}); err != nil {
+			r.log.Error("directory not shown", "dir", dir+name, "err", err)
+			return nil, syscall.EIO
 		}
+		child = in.GetChild(name)
 	}
 	if child == nil {
 		return nil, syscall.ENOENT
@@ -224,24 +250,30 @@ func (r *Root) lazyLookup(ctx context.Context, in *gofs.Inode, dn *dirNode, dir 
 }
 
 // ensure resolves the lazy directory dir (the inode in, its node dn) at
-// level depth once: lists its directories, or adds its files. A failure
-// is logged once and answered for lazyRetry before it is tried again.
-func (r *Root) ensure(ctx context.Context, in *gofs.Inode, dn *dirNode, dir string, depth int, st *lazyState) error {
+// level depth once: lists its directories, or adds its files; with
+// relist, a directory of directories is listed again if relistEvery has
+// passed since its last listing. A failure is logged once and answered
+// for lazyRetry before it is tried again; a relisting that fails keeps
+// the listing shown (logged), to be tried again at the next one due.
+// Call with no lock of the tree held: it makes remote calls.
+func (r *Root) ensure(ctx context.Context, in *gofs.Inode, dn *dirNode, dir string, depth int, st *lazyState, relist bool) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.done {
-		return nil
+	now := time.Now()
+	if st.ready.Load() && !(relist && st.relistDue(now)) {
+		return nil // listed, or resolved, by the caller before this one
 	}
-	if st.err != nil && time.Since(st.at) < lazyRetry {
+	if !st.shown && st.err != nil && now.Sub(st.at) < lazyRetry {
 		return st.err
 	}
+	st.listedAt.Store(now.UnixNano())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lazyTimeout)
 	defer cancel()
 	var err error
 	if depth < r.lazy.Depth() {
 		var names []string
 		if names, err = r.lazy.Dirs(ctx, dir); err == nil {
-			r.addLazyDirs(in, dir, depth+1, names)
+			err = r.addLazyDirs(in, dir, depth+1, names)
 		}
 	} else {
 		var entries []entry.Entry
@@ -249,16 +281,23 @@ func (r *Root) ensure(ctx context.Context, in *gofs.Inode, dn *dirNode, dir stri
 			err = r.addFiles(dn, dir, entries)
 		}
 	}
+	name := dir
+	if name == "" {
+		name = "/"
+	}
+	if err != nil && st.shown {
+		r.log.Warn("relisting a directory failed; it keeps its last listing", "dir", name, "retry_after", relistEvery, "err", err)
+		st.ready.Store(true)
+		return nil
+	}
 	if err != nil {
-		st.err, st.at = err, time.Now()
-		name := dir
-		if name == "" {
-			name = "/"
-		}
+		st.err, st.at = err, now
 		r.log.Error("directory not shown: its lookups fail with EIO", "dir", name, "retry_after", lazyRetry, "err", err)
 		return err
 	}
-	st.done, st.err = true, nil
+	st.err = nil
+	st.shown = depth < r.lazy.Depth()
+	st.ready.Store(true)
 	if depth == r.lazy.Depth() {
 		dn.seen() // the index's open-time prefetch
 	}
@@ -266,17 +305,28 @@ func (r *Root) ensure(ctx context.Context, in *gofs.Inode, dn *dirNode, dir stri
 }
 
 // addLazyDirs adds the directories names below in (dir, at level
-// depth-1) that it does not hold yet.
-func (r *Root) addLazyDirs(in *gofs.Inode, dir string, depth int, names []string) {
+// depth-1) that it does not hold yet, or none if that would pass the
+// tree's bound on directories (LazyLimits.MaxDirs).
+func (r *Root) addLazyDirs(in *gofs.Inode, dir string, depth int, names []string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var add []string
+	seen := make(map[string]bool, len(names))
 	for _, name := range names {
-		if !validDirName(name) || in.GetChild(name) != nil {
-			continue
+		if validDirName(name) && !seen[name] && in.GetChild(name) == nil {
+			add = append(add, name)
 		}
+		seen[name] = true
+	}
+	if r.dirs+len(add) > r.maxDirs {
+		return fmt.Errorf("%d more directories would pass the bound of %d the mount shows (%d shown)", len(add), r.maxDirs, r.dirs)
+	}
+	for _, name := range add {
 		ld := &lazyDir{dirNode: dirNode{mtime: r.mountTime, attr: &r.attr}, root: r, path: dir + name + "/", depth: depth}
 		in.AddChild(name, in.NewPersistentInode(context.Background(), ld, r.nextAttr(fuse.S_IFDIR)), false)
 	}
+	r.dirs += len(add)
+	return nil
 }
 
 // validDirName reports whether name can be a directory's name in the

@@ -52,9 +52,11 @@ type Root struct {
 
 	// A repository mount's (SetLazy; nil otherwise): set before
 	// mounting.
-	lazy   Lazy
-	admit  func(files int) error
-	lazySt lazyState // the root's resolution
+	lazy    Lazy
+	admit   func(files int) error
+	maxDirs int       // LazyLimits.MaxDirs
+	lazySt  lazyState // the root's resolution
+	dirs    int       // the lazy directories shown; guarded by mu
 	// dirReads are the read counters of each shard directory shown, by
 	// its path; guarded by mu.
 	dirReads map[string]*DirCounters

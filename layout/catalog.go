@@ -304,33 +304,7 @@ func openRoot(ctx context.Context, open Opener, base string) (fetcher.Store, *sn
 // readRoot reads index.latest and the root index-N of the repository
 // below base in top.
 func readRoot(ctx context.Context, top fetcher.Store, base string) (*snapshot.Repository, error) {
-	latest, err := readSmall(ctx, top, path.Join(base, "index.latest"))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, top, err)
-	}
-	gen, err := snapshot.ParseLatest(latest)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, top, err)
-	}
-	raw, err := readSmall(ctx, top, path.Join(base, snapshot.IndexN(gen)))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, top, err)
-	}
-	repo, err := snapshot.ParseIndexN(raw, gen)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, top, err)
-	}
-	return repo, nil
-}
-
-// holds reports whether the index is in the snapshot of uuid.
-func holds(ix snapshot.IndexInfo, uuid string) bool {
-	for _, u := range ix.Snapshots {
-		if u == uuid {
-			return true
-		}
-	}
-	return false
+	return ReadSnapshotRootNewer(ctx, top, base, -1) // every generation is newer
 }
 
 // SnapshotShards returns the shard numbers of index ix in the snapshot

@@ -38,6 +38,10 @@ type IndexRef struct {
 	HashAlgorithm HashAlgorithm
 	Shards        int  // from the index path file; 0 when unknown (fixed, no file)
 	FromFile      bool // PathType and Shards come from an index path file
+	// Hidden is a directory of the base path whose name has the form of
+	// a hashed path's hash (looksHashed): a listing does not show it,
+	// a lookup by its name opens it.
+	Hidden bool
 	// file is the index path file a listing found, not read yet
 	// (Complete reads it).
 	file fetcher.Object
@@ -95,11 +99,10 @@ func (r *Repository) indexFiles(ctx context.Context) (map[string]fetcher.Object,
 	}
 	out := map[string]fetcher.Object{}
 	for _, o := range objs {
-		rest, ok := strings.CutPrefix(o.Key, "remote_path_")
+		uuid, ok := indexPathFileUUID(o.Key)
 		if !ok || strings.Contains(o.Key, "/") {
 			continue
 		}
-		uuid, _, _ := strings.Cut(rest, "#")
 		if validDirName(uuid) {
 			o.Key = path.Join(dir, o.Key) // below Top
 			out[uuid] = o
@@ -116,8 +119,8 @@ func validDirName(name string) bool {
 
 // Indices returns the indices the repository holds: those with an index
 // path file (their file found, not read), and the directories of the
-// base path (the fixed path type's), sorted by UUID. Two listings, at
-// once.
+// base path (the fixed path type's; Hidden those whose names look like a
+// hash), sorted by UUID. Two listings, at once.
 func (r *Repository) Indices(ctx context.Context) ([]IndexRef, error) {
 	var files map[string]fetcher.Object
 	var ferr error
@@ -133,8 +136,8 @@ func (r *Repository) Indices(ctx context.Context) ([]IndexRef, error) {
 	}
 	set := map[string]IndexRef{}
 	for _, d := range dirs {
-		if d != IndexPathDir && validDirName(d) && !looksHashed(d) {
-			set[d] = IndexRef{UUID: d, PathType: Fixed, HashAlgorithm: FNV1aComposite1}
+		if d != IndexPathDir && validDirName(d) {
+			set[d] = IndexRef{UUID: d, PathType: Fixed, HashAlgorithm: FNV1aComposite1, Hidden: looksHashed(d)}
 		}
 	}
 	for u, obj := range files {
@@ -151,7 +154,8 @@ func (r *Repository) Indices(ctx context.Context) ([]IndexRef, error) {
 // of a hashed_infix path's hash rather than of an index UUID (22
 // characters): an FNV1aComposite1 hash (a character, then 14 binary
 // digits) or an FNV1aBase64 one (11 characters). The root's listing
-// leaves them out; an index of such a name still opens by name.
+// does not show them (Hidden); an index of such a name still opens by
+// name.
 func looksHashed(name string) bool {
 	switch len(name) {
 	case 11:

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -148,8 +149,24 @@ func plainName(s string) bool {
 	return true
 }
 
+// Named returns the snapshot named name, if exactly one snapshot of
+// the repository has that name (a repository written by a cluster never
+// has two; a hostile one may, and then none of them is named).
+func (r *Repository) Named(name string) (SnapshotInfo, bool) {
+	var out SnapshotInfo
+	n := 0
+	for _, s := range r.Snapshots {
+		if s.Name == name {
+			out = s
+			n++
+		}
+	}
+	return out, n == 1
+}
+
 // Pick returns the snapshot named snapshot (or, for "" or "newest", the
-// newest successful snapshot that holds index) and index's entry.
+// newest successful snapshot that holds index) and index's entry. A name
+// that two snapshots have is an error: segfs never guesses which.
 func (r *Repository) Pick(snapshot, index string) (SnapshotInfo, IndexInfo, error) {
 	ix, ok := r.Indices[index]
 	if !ok {
@@ -167,13 +184,15 @@ func (r *Repository) Pick(snapshot, index string) (SnapshotInfo, IndexInfo, erro
 		}
 		return SnapshotInfo{}, IndexInfo{}, fmt.Errorf("no successful snapshot holds index %q", index)
 	}
-	for _, s := range r.Snapshots {
-		if s.Name == snapshot {
-			if !holds[s.UUID] {
-				return SnapshotInfo{}, IndexInfo{}, fmt.Errorf("snapshot %s does not hold index %q", snapshot, index)
-			}
-			return s, ix, nil
+	s, ok := r.Named(snapshot)
+	if !ok {
+		if slices.ContainsFunc(r.Snapshots, func(s SnapshotInfo) bool { return s.Name == snapshot }) {
+			return SnapshotInfo{}, IndexInfo{}, fmt.Errorf("snapshot name %q is given to more than one snapshot in the repository (generation %d)", snapshot, r.Generation)
 		}
+		return SnapshotInfo{}, IndexInfo{}, fmt.Errorf("no snapshot %q in the repository (generation %d)", snapshot, r.Generation)
 	}
-	return SnapshotInfo{}, IndexInfo{}, fmt.Errorf("no snapshot %q in the repository (generation %d)", snapshot, r.Generation)
+	if !holds[s.UUID] {
+		return SnapshotInfo{}, IndexInfo{}, fmt.Errorf("snapshot %s does not hold index %q", snapshot, index)
+	}
+	return s, ix, nil
 }

@@ -38,3 +38,25 @@ func TestParseIndexN(t *testing.T) {
 		t.Errorf("State names: %s, %s", State(3), State(9))
 	}
 }
+
+// A name is one snapshot's or none: two snapshots of one name (no
+// cluster writes them) are refused by name, never one chosen; a
+// snapshot named "newest" is found by Named as itself.
+func TestNamedIsOneSnapshot(t *testing.T) {
+	r := &Repository{Generation: 3,
+		Snapshots: []SnapshotInfo{{Name: "twice", UUID: "u1", State: StateSuccess}, {Name: "twice", UUID: "u2", State: StateSuccess},
+			{Name: "newest", UUID: "u3", State: StateSuccess}, {Name: "last", UUID: "u4", State: StateSuccess}},
+		Indices: map[string]IndexInfo{"logs": {ID: "i", Snapshots: []string{"u1", "u2", "u3", "u4"}}}}
+	if s, ok := r.Named("twice"); ok {
+		t.Errorf("Named(twice) = %s, want none of the two", s.UUID)
+	}
+	if _, _, err := r.Pick("twice", "logs"); err == nil || !strings.Contains(err.Error(), "more than one") {
+		t.Errorf("Pick(twice): %v, want an error naming the duplicate", err)
+	}
+	if s, ok := r.Named("newest"); !ok || s.UUID != "u3" {
+		t.Errorf("Named(newest) = %s, %v; want the snapshot of that name", s.UUID, ok)
+	}
+	if s, _, err := r.Pick("newest", "logs"); err != nil || s.UUID != "u4" {
+		t.Errorf("Pick(newest) = %s, %v; want the newest snapshot (--snapshot newest)", s.UUID, err)
+	}
+}

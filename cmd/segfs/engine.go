@@ -44,6 +44,12 @@ type engineConfig struct {
 	own int64
 	// listeners are the HTTP listeners the command serves.
 	listeners []listenLimits
+	// dirs is the most directories a repository mount's tree shows
+	// (--max-dirs), each a node of segfs.DirBytes; 0 for another mount.
+	dirs int
+	// resolve is what a repository mount's shard resolutions in flight
+	// may hold (mountCmd.resolveMemory).
+	resolve int64
 }
 
 // newEngine builds the stack and sets the memory limit; Close takes it
@@ -104,7 +110,8 @@ func (e *engine) memoryBound(cfg engineConfig) memoryBound {
 		Ranges:    rb.Ranges,
 		Memory:    rb.Memory,
 		Frames:    rb.Frames,
-		Tree:      int64(cfg.keys) * segfs.TreeBytesPerKey,
+		Tree:      int64(cfg.keys)*segfs.TreeBytesPerKey + int64(cfg.dirs)*segfs.DirBytes,
+		Resolve:   cfg.resolve,
 		Listeners: listenersMemory(cfg.listeners),
 		Base:      baseBytes,
 	}

@@ -23,8 +23,11 @@ type memoryBound struct {
 	Ranges int64 // own-range GETs and the range tier (reader.Bound)
 	Memory int64 // --memory-cache: parts the disk cache refused
 	Frames int64 // decoded seekable zstd frames: kept, and being decoded
-	Tree   int64 // the tree, per listed key
+	Tree   int64 // the tree, per listed key, and a repository mount's directories (--max-dirs)
 	Index  int64 // the disk cache's index, per cached part
+	// Resolve is a repository mount's shard resolutions in flight, each
+	// a metadata file read and decoded at its worst (resolveSlots).
+	Resolve int64
 	// Listeners are the HTTP listeners' connections, every slot taken:
 	// the control socket's, and --metrics-addr's and --pprof-addr's
 	// when served (listenLimits.memory).
@@ -64,7 +67,7 @@ func listenersMemory(lims []listenLimits) int64 {
 
 // Total returns the sum of the terms.
 func (b memoryBound) Total() int64 {
-	return b.Parts + b.Ranges + b.Memory + b.Frames + b.Tree + b.Index + b.Listeners + b.Base
+	return b.Parts + b.Ranges + b.Memory + b.Frames + b.Tree + b.Index + b.Resolve + b.Listeners + b.Base
 }
 
 // setMemoryLimit gives the Go runtime a soft memory limit of the bound,

@@ -14,8 +14,10 @@ import (
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/snapshot"
 )
 
 // mountCmd is `segfs mount`.
@@ -50,6 +52,7 @@ type mountCmd struct {
 	Debug               bool          `help:"Log every FUSE request and its answer, at info level (very verbose)."`
 	Refresh             time.Duration `name:"refresh" default:"0" placeholder:"DURATION" help:"List the store again every DURATION (e.g. 30s) and change the view to it: new objects appear, removed ones go, an object whose ETag or size changed becomes a new file (a new inode) while handles opened before keep reading the old version as far as the cache or the store still holds it. With --layout opensearch: look for a newer metadata file (one listing of the metadata prefix; the data prefix is not listed again) and show its commit, its files before its segments_N. SIGHUP refreshes at once, with or without it. 0 (the default): the view stays as listed at mount until a SIGHUP."`
 	MaxShards           int           `name:"max-shards" default:"1000" placeholder:"N" help:"With a repository mount (--layout opensearch without --shard, or --layout snapshot without --index and --shard): most shards shown at once; the lookup of one more fails with EIO and a log line. Each shard's files count in the memory bound as it is looked up."`
+	MaxDirs             int           `name:"max-dirs" default:"65536" placeholder:"N" help:"With a repository mount: most directories (indices, snapshots, shards) shown in all; a listing that would pass it is refused, and its directory fails with EIO and a log line. Each counts 1KiB in the memory bound."`
 	KeepRemoved         time.Duration `name:"keep-removed" default:"1m" placeholder:"DURATION" help:"With --layout opensearch: how long a file that a newer commit no longer names stays visible after the refresh that dropped it, for the readers of the older commit that still open it. 0 removes it at once."`
 
 	AllowOther   bool          `name:"allow-other" xor:"allow" help:"Let every user use the mount (FUSE allow_other), as --uid, --gid, --file-mode and --dir-mode permit: the kernel checks them for each access (root bypasses them). Without it or --allow-root, only the mounting user may use the mount. A user other than root needs user_allow_other in /etc/fuse.conf."`
@@ -103,6 +106,8 @@ func (c *mountCmd) validate() error {
 			return fmt.Errorf("--prefetch all: a repository mount resolves its shards as they are used and has no listing to sweep; warm a shard's directory with segfs warm")
 		case c.MaxShards < 1:
 			return fmt.Errorf("--max-shards %d: must be at least 1", c.MaxShards)
+		case c.MaxDirs < 1 || c.MaxDirs > 1<<24:
+			return fmt.Errorf("--max-dirs %d: must be between 1 and %d", c.MaxDirs, 1<<24)
 		}
 	}
 	if err := checkFetchFlags(c.PartSize, c.MaxFetches); err != nil {
@@ -203,7 +208,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	root := segfs.NewRoot(src.entries, rd, c.attr(), log)
 	if tree != nil {
 		// The memory bound grows with the files of the shards looked up.
-		root.SetLazy(tree, func(files int) error { eng.relisted(files); return nil })
+		root.SetLazy(tree, segfs.LazyLimits{AdmitFiles: func(files int) error { eng.relisted(files); return nil }, MaxDirs: c.MaxDirs})
 	}
 
 	var metrics *metricsServer
@@ -494,7 +499,35 @@ func (c *mountCmd) engineConfig(store fetcher.Store, keys int) engineConfig {
 		},
 		keys:      keys,
 		listeners: c.listeners(),
+		dirs:      c.lazyDirs(),
+		resolve:   c.resolveMemory(),
 	}
+}
+
+// resolveMemory is what a repository mount's shard resolutions may
+// hold at once: resolveSlots of them, each a metadata file read and
+// decoded at its worst, and for a snapshot repository its root index-N
+// as held and one reading of a newer one (a listing of the root, one at
+// a time); 0 for
+// another mount, whose one resolution is over before the engine starts.
+func (c *mountCmd) resolveMemory() int64 {
+	switch {
+	case c.snapshotRepository():
+		return resolveSlots*snapshot.MaxDecoded + snapshot.MaxIndexNBuilt + snapshot.MaxIndexNDecoded
+	case c.repository():
+		return resolveSlots * layout.MaxMetadataDecoded
+	}
+	return 0
+}
+
+// lazyDirs is how many directories the tree may show: --max-dirs for a
+// repository mount, whose directories are made as they are listed; 0
+// for another, whose directories follow its keys (the Tree term).
+func (c *mountCmd) lazyDirs() int {
+	if c.repository() || c.snapshotRepository() {
+		return c.MaxDirs
+	}
+	return 0
 }
 
 // kernel is what the kernel will read around a page fault of the

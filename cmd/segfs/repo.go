@@ -43,7 +43,7 @@ type repoTree struct {
 	repo *layout.Repository
 	log  *slog.Logger
 
-	budget shardBudget
+	budget *shardBudget
 
 	mu      sync.Mutex
 	indices map[string]layout.IndexRef // by UUID, as first asked for
@@ -68,7 +68,7 @@ func openRepository(ctx context.Context, src string, f layoutFlags, cfg fetcher.
 		return nil, nil, err
 	}
 	t := &repoTree{repo: &layout.Repository{Top: top, Base: base, IndexUUID: f.IndexUUID, Log: log},
-		budget: shardBudget{max: int64(maxShards)}, log: log, indices: map[string]layout.IndexRef{}, shards: map[string]*followed{}}
+		budget: newShardBudget(maxShards), log: log, indices: map[string]layout.IndexRef{}, shards: map[string]*followed{}}
 	if f.IndexUUID != "" {
 		if _, ok, err := t.index(ctx, f.IndexUUID); err != nil {
 			return nil, nil, err
@@ -119,17 +119,20 @@ func (t *repoTree) index(ctx context.Context, uuid string) (layout.IndexRef, boo
 
 // Dirs implements segfs.Lazy. The root's listing keeps what it found
 // of each index (its path type, or its index path file to read), so
-// that opening a listed index asks the store nothing more about it.
+// that opening a listed index asks the store nothing more about it; it
+// shows the indices but the Hidden ones, which Has finds.
 func (t *repoTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 	if dir == "" && t.Depth() == 2 {
 		refs, err := t.repo.Indices(ctx)
 		if err != nil {
 			return nil, err
 		}
-		names := make([]string, len(refs))
+		names := make([]string, 0, len(refs))
 		t.mu.Lock()
-		for i, ref := range refs {
-			names[i] = ref.UUID
+		for _, ref := range refs {
+			if !ref.Hidden {
+				names = append(names, ref.UUID)
+			}
 			if _, ok := t.indices[ref.UUID]; !ok {
 				t.indices[ref.UUID] = ref
 			}
@@ -164,11 +167,35 @@ func shardNames(shards []int) []string {
 	return names
 }
 
+// resolveSlots bounds the shards a repository mount resolves at once.
+// One resolution holds a shard's metadata file as read and decoded,
+// which a hostile repository can make as large as the decoders allow
+// (snapshot.MaxDecoded, layout.MaxMetadataDecoded): the memory bound
+// counts that once a slot, not once a lookup in flight.
+const resolveSlots = 2
+
 // shardBudget counts the shards a repository mount shows against
-// --max-shards.
+// --max-shards, and holds the resolutions' slots.
 type shardBudget struct {
-	max int64
-	n   atomic.Int64
+	max   int64
+	n     atomic.Int64
+	slots chan struct{}
+}
+
+func newShardBudget(max int) *shardBudget {
+	return &shardBudget{max: int64(max), slots: make(chan struct{}, resolveSlots)}
+}
+
+// resolve runs fn in one of the resolveSlots, waiting for one as long
+// as ctx allows.
+func (b *shardBudget) resolve(ctx context.Context, fn func() error) error {
+	select {
+	case b.slots <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting to resolve a shard: %w", ctx.Err())
+	}
+	defer func() { <-b.slots }()
+	return fn()
 }
 
 // take counts one more shard, or refuses it; give returns one taken for
@@ -183,27 +210,18 @@ func (b *shardBudget) take() error {
 
 func (b *shardBudget) give() { b.n.Add(-1) }
 
-// Has implements segfs.Lazy: an index made after the root was listed,
-// or a shard number its index's listing did not show.
-func (t *repoTree) Has(ctx context.Context, dir, name string) (bool, error) {
-	if dir == "" && t.Depth() == 2 {
-		_, ok, err := t.index(ctx, name)
-		return ok, err
+// Has implements segfs.Lazy: an index the root's last listing found
+// but does not show (Hidden). Every other name is listed, so one its
+// listing lacks is absent (an index or shard made since shows at the
+// next listing).
+func (t *repoTree) Has(dir, name string) bool {
+	if dir != "" || t.Depth() != 2 {
+		return false
 	}
-	n, err := strconv.Atoi(name)
-	if err != nil || n < 0 || strconv.Itoa(n) != name {
-		return false, nil
-	}
-	names, err := t.Dirs(ctx, dir)
-	if err != nil {
-		return false, err
-	}
-	for _, s := range names {
-		if s == name {
-			return true, nil
-		}
-	}
-	return false, nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.indices[name]
+	return ok
 }
 
 // Files implements segfs.Lazy: one shard resolved (its newest
@@ -221,7 +239,12 @@ func (t *repoTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 	if err := t.budget.take(); err != nil {
 		return nil, err
 	}
-	sh, entries, err := t.repo.Shard(ctx, ref, shard, dir)
+	var sh *layout.Shard
+	var entries []entry.Entry
+	err = t.budget.resolve(ctx, func() (err error) {
+		sh, entries, err = t.repo.Shard(ctx, ref, shard, dir)
+		return err
+	})
 	if err == nil {
 		err = sh.Err()
 	}

@@ -31,7 +31,7 @@ type snapTree struct {
 	top    fetcher.Store
 	parts  layout.PartsStore
 	base   string
-	budget shardBudget
+	budget *shardBudget
 	log    *slog.Logger
 
 	mu   sync.Mutex
@@ -53,7 +53,7 @@ func openSnapshotRepository(ctx context.Context, src string, f layoutFlags, cfg 
 	if err != nil {
 		return nil, nil, err
 	}
-	t := &snapTree{top: top, parts: layout.NewPartsStore(top), base: base, budget: shardBudget{max: int64(maxShards)}, log: log, repo: repo}
+	t := &snapTree{top: top, parts: layout.NewPartsStore(top), base: base, budget: newShardBudget(maxShards), log: log, repo: repo}
 	log.Info("snapshot repository", "source", top.String(), "generation", repo.Generation, "snapshots", len(repo.Snapshots), "indices", len(repo.Indices))
 	return &source{store: t.parts}, t, nil
 }
@@ -67,39 +67,83 @@ func (t *snapTree) root() *snapshot.Repository {
 	return t.repo
 }
 
-// pick returns the snapshot and index a directory path names.
-func (t *snapTree) pick(repo *snapshot.Repository, snap, index string) (snapshot.SnapshotInfo, snapshot.IndexInfo, error) {
-	info, ix, err := repo.Pick(snap, index)
+// reread reads the root again if the repository has a newer generation
+// (index.latest: one small GET when it has not), and returns the root
+// as it now is.
+func (t *snapTree) reread(ctx context.Context) (*snapshot.Repository, error) {
+	repo, err := layout.ReadSnapshotRootNewer(ctx, t.top, t.base, t.root().Generation)
 	if err != nil {
-		return info, ix, fmt.Errorf("%w: %w", layout.ErrLayout, err)
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if repo != nil && repo.Generation > t.repo.Generation {
+		t.log.Info("snapshot repository", "generation", repo.Generation, "was", t.repo.Generation, "snapshots", len(repo.Snapshots))
+		t.repo = repo
+	}
+	return t.repo, nil
+}
+
+// snapshotDirs returns the successful snapshots of repo that a
+// directory can name, in the order they were taken: a name that two
+// snapshots share names neither (logged), since a lookup could not
+// tell which it means.
+func snapshotDirs(repo *snapshot.Repository, log *slog.Logger) []string {
+	count := make(map[string]int, len(repo.Snapshots))
+	for _, s := range repo.Snapshots {
+		count[s.Name]++
+	}
+	var names []string
+	for _, s := range repo.Snapshots {
+		switch {
+		case s.State != snapshot.StateSuccess:
+		case count[s.Name] > 1:
+			log.Warn("snapshot name given to more than one snapshot: none of them is shown", "snapshot", quoteName(s.Name), "snapshots", count[s.Name], "generation", repo.Generation)
+			count[s.Name] = -1 // said once
+		case count[s.Name] < 0:
+		default:
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// pick returns the snapshot and index a directory path names: the one
+// snapshot of that very name (no name stands for another, "newest"
+// included).
+func (t *snapTree) pick(repo *snapshot.Repository, snap, index string) (snapshot.SnapshotInfo, snapshot.IndexInfo, error) {
+	info, ok := repo.Named(snap)
+	if !ok {
+		return info, snapshot.IndexInfo{}, fmt.Errorf("%w: no snapshot %q of one name in the repository (generation %d)", layout.ErrLayout, snap, repo.Generation)
+	}
+	ix, ok := repo.Indices[index]
+	if !ok || !slices.Contains(ix.Snapshots, info.UUID) {
+		return info, ix, fmt.Errorf("%w: snapshot %s does not hold index %q", layout.ErrLayout, snap, index)
 	}
 	return info, ix, nil
 }
 
 // Dirs implements segfs.Lazy: the successful snapshots, in the order
-// they were taken; a snapshot's indices; an index's shards in it.
+// they were taken (the root read again when the repository has a newer
+// generation); a snapshot's indices; an index's shards in it.
 func (t *snapTree) Dirs(ctx context.Context, dir string) ([]string, error) {
-	repo := t.root()
 	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
-	switch {
-	case dir == "":
-		var names []string
-		for _, s := range repo.Snapshots {
-			if s.State == snapshot.StateSuccess {
-				names = append(names, s.Name)
-			}
+	if dir == "" {
+		repo, err := t.reread(ctx)
+		if err != nil {
+			return nil, err
 		}
-		return names, nil
-	case len(parts) == 1:
-		var uuid string
-		for _, s := range repo.Snapshots {
-			if s.Name == parts[0] {
-				uuid = s.UUID
-			}
-		}
+		return snapshotDirs(repo, t.log), nil
+	}
+	repo := t.root()
+	info, ok := repo.Named(parts[0])
+	if !ok {
+		return nil, fmt.Errorf("%w: no snapshot %q of one name in the repository (generation %d)", layout.ErrLayout, parts[0], repo.Generation)
+	}
+	if len(parts) == 1 {
 		var names []string
 		for name, ix := range repo.Indices {
-			if slices.Contains(ix.Snapshots, uuid) {
+			if slices.Contains(ix.Snapshots, info.UUID) {
 				names = append(names, name)
 			}
 		}
@@ -114,35 +158,10 @@ func (t *snapTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 	return shardNames(shards), err
 }
 
-// Has implements segfs.Lazy: a snapshot taken after the root was read
-// (the root is read again), or a directory its listing did not show.
-func (t *snapTree) Has(ctx context.Context, dir, name string) (bool, error) {
-	if dir == "" {
-		repo, err := layout.ReadSnapshotRoot(ctx, t.top, t.base)
-		if err != nil {
-			return false, err
-		}
-		t.mu.Lock()
-		if repo.Generation > t.repo.Generation {
-			t.repo = repo
-		}
-		repo = t.repo
-		t.mu.Unlock()
-		for _, s := range repo.Snapshots {
-			if s.Name == name && s.State == snapshot.StateSuccess {
-				return true, nil
-			}
-		}
-		return false, nil
-	}
-	if strings.Count(dir, "/") == 2 {
-		if n, err := strconv.Atoi(name); err != nil || n < 0 || strconv.Itoa(n) != name {
-			return false, nil // not a shard's number
-		}
-	}
-	names, err := t.Dirs(ctx, dir)
-	return slices.Contains(names, name), err
-}
+// Has implements segfs.Lazy: every directory of a snapshot repository
+// is listed, so a name its listing lacks is absent (a snapshot taken
+// since shows at the next listing).
+func (t *snapTree) Has(dir, name string) bool { return false }
 
 // Files implements segfs.Lazy: one shard of one index of one snapshot,
 // at most maxShards in all, its keys below the root.
@@ -158,8 +177,21 @@ func (t *snapTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 	if err := t.budget.take(); err != nil {
 		return nil, err
 	}
+	repo := t.root()
+	info, _, err := t.pick(repo, parts[0], parts[1])
+	if err != nil {
+		t.budget.give()
+		return nil, err
+	}
+	// Resolved in the repository narrowed to that one snapshot, so that
+	// no name of the directory path can stand for another snapshot.
+	one := &snapshot.Repository{Generation: repo.Generation, Snapshots: []snapshot.SnapshotInfo{info}, Indices: repo.Indices}
 	open := func(ctx context.Context, sub string) (fetcher.Store, error) { return fetcher.Sub(t.top, sub) }
-	sh, err := layout.Snapshot{Name: parts[0], Index: parts[1], Shard: shard}.ResolveIn(ctx, open, t.base, t.root(), t.log)
+	var sh *layout.SnapshotShard
+	err = t.budget.resolve(ctx, func() (err error) {
+		sh, err = layout.Snapshot{Name: info.Name, Index: parts[1], Shard: shard}.ResolveIn(ctx, open, t.base, one, t.log)
+		return err
+	})
 	if err == nil {
 		err = sh.Err()
 	}

@@ -166,8 +166,11 @@ func TestRepositoryMount(t *testing.T) {
 		}
 	}
 
-	// An index uploaded after the mount: opened by its name.
+	// An index uploaded after the mount: opened by its name, once the
+	// root is listed again (a lookup of a name the listing lacks lists
+	// it at most once every few seconds).
 	s := putRepoShard(t, put, osremote.Options{Base: "repo", IndexUUID: late, Shard: 0, PathType: layout.Fixed, Version: 2, Seed: 30})
+	waitExists(t, filepath.Join(m.Dir, late))
 	checkShardDir(t, filepath.Join(m.Dir, late, "0"), s.want)
 	if _, err := os.Stat(filepath.Join(m.Dir, "noSuchIndexUUIDddddddd")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stat of an index that is not there: %v, want ENOENT", err)
@@ -211,6 +214,7 @@ func TestRepositoryMount(t *testing.T) {
 		}
 		return st["goroutines"], ps.Threads
 	}
+	waitExists(t, filepath.Join(m.Dir, many))
 	checkShardDir(t, filepath.Join(m.Dir, many, "0"), more[0].want)
 	g1, th1 := counts()
 	for _, s := range more[1:] {
@@ -366,5 +370,23 @@ func TestRepositoryRefresh(t *testing.T) {
 	}
 	if st["refreshes"] == 0 || st["refresh_failures"] != 0 {
 		t.Errorf("refreshes %d, failures %d", st["refreshes"], st["refresh_failures"])
+	}
+}
+
+// waitExists waits until path exists in a repository mount: a name made
+// after its directory was listed is found by a later listing, which a
+// lookup of it asks for at most once every few seconds.
+func waitExists(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := os.Stat(path)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v 20 s after it was made", path, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -77,10 +77,12 @@ func TestSnapshotRepositoryMount(t *testing.T) {
 		t.Errorf("another shard after the failure: %v", err)
 	}
 
-	// A snapshot taken after the mount opens by name.
+	// A snapshot taken after the mount opens by name, once the root is
+	// read again.
 	if _, err := r.Snapshot("daily-3", snaprepo.Shard{Index: "metrics", Shard: 0, Files: logs1}); err != nil {
 		t.Fatal(err)
 	}
+	waitExists(t, filepath.Join(m.Dir, "daily-3"))
 	got, err := os.ReadFile(filepath.Join(m.Dir, "daily-3/metrics/0/_0.cfs"))
 	if err != nil || !bytes.Equal(got, logs1["_0.cfs"]) {
 		t.Errorf("a file of the snapshot taken after the mount: %d bytes, %v", len(got), err)
