@@ -2,12 +2,10 @@ package reliability
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -43,78 +41,12 @@ const (
 	killRSS = 2 << 30
 )
 
-// measured is how a segfs command went.
-type measured struct {
-	stdout, stderr string
-	code           int
-	peak           int64 // bytes, the child's VmHWM
-	killed         bool  // at killRSS
-	took           time.Duration
-}
-
-// runMeasured runs segfs with args and the credentials of e's server,
-// watching its peak resident set (VmHWM, every 5 ms), and kills it once
-// that passes killRSS. (The child's rusage will not do: Go starts it
-// with vfork, and Linux counts in its maxrss the test process's own
-// peak at the exec.)
-func runMeasured(t *testing.T, e *env, args ...string) measured {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binaries.Segfs, args...)
-	cmd.Env = harness.ChildEnv(e.srv.Env()...)
-	var out, errs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errs
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var m measured
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			st, err := harness.ReadProcStatus(cmd.Process.Pid)
-			if err != nil {
-				continue // exited, or not yet readable
-			}
-			m.peak = max(m.peak, st.VmHWM)
-			if st.VmHWM > killRSS && !m.killed {
-				m.killed = true
-				cmd.Process.Kill()
-			}
-		}
-	}()
-	err := cmd.Wait()
-	close(done)
-	wg.Wait()
-	m.took = time.Since(start)
-	m.stdout, m.stderr, m.code = out.String(), errs.String(), cmd.ProcessState.ExitCode()
-	if err != nil && m.code < 0 && !m.killed {
-		t.Fatalf("segfs %s: %v\n%s", args[0], err, m.stderr)
-	}
-	if m.peak == 0 {
-		t.Fatalf("segfs %s ended before its /proc status could be read", args[0])
-	}
-	t.Logf("segfs %s: exit %d after %v, peak RSS %d MiB (killed at %d MiB: %v)", args[0], m.code, m.took.Round(time.Millisecond), m.peak>>20, killRSS>>20, m.killed)
-	return m
-}
-
 // checkRefused fails the test unless m ended by itself with exit code
 // want, its output saying every one of says, within cliRSS.
 func checkRefused(t *testing.T, m measured, want int, says ...string) {
 	t.Helper()
-	if m.killed {
-		t.Errorf("killed with a resident set above %d MiB: it does not bound what it decodes", killRSS>>20)
+	if m.killed != "" {
+		t.Errorf("killed, %s: it does not bound what it decodes", m.killed)
 		return
 	}
 	if m.code != want {
@@ -176,7 +108,7 @@ var overBudget = fmt.Sprintf("more than %d bytes, the most a decode may build", 
 func TestPlan25DecodeSnapshots(t *testing.T) {
 	objs, good := hostileRepository(t)
 	e := newEnv(t, nil, 4200, objs)
-	m := runMeasured(t, e, "snapshots", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region, "s3://"+e.bucket+"/repo")
+	m := runMeasured(t, e, hangGuard, killRSS, "snapshots", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region, "s3://"+e.bucket+"/repo")
 	checkRefused(t, m, 1, overBudget)
 	var row0 bool
 	for _, l := range strings.Split(m.stdout, "\n") {
@@ -185,7 +117,7 @@ func TestPlan25DecodeSnapshots(t *testing.T) {
 			row0 = true
 		}
 	}
-	if !m.killed && !row0 {
+	if m.killed == "" && !row0 {
 		t.Errorf("shard 0 is not listed with its %d files beside the hostile shard:\n%s", len(good), m.stdout)
 	}
 }
@@ -263,7 +195,7 @@ func TestPlan25DecodeIndexN(t *testing.T) {
 		"repo/index-1":      hostile.EmptySnapshotsIndexN(60 << 20),
 	}
 	e := newEnv(t, nil, 4220, objs)
-	m := runMeasured(t, e, "snapshots", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region, "s3://"+e.bucket+"/repo")
+	m := runMeasured(t, e, hangGuard, killRSS, "snapshots", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region, "s3://"+e.bucket+"/repo")
 	checkRefused(t, m, 2, "index-1", "MaxIndexNBuilt")
 }
 
@@ -297,7 +229,7 @@ func TestPlan25DecodeRemoteMetadata(t *testing.T) {
 	}
 	t.Logf("%s: %d bytes", key, len(objs[key]))
 	e := newEnv(t, nil, 4230, objs)
-	m := runMeasured(t, e, "verify", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region,
+	m := runMeasured(t, e, hangGuard, killRSS, "verify", "--endpoint", e.proxy.URL(), "--path-style", "--region", harness.Region,
 		"--layout", "opensearch", "--index-uuid", uuid, "--shard", "0", "--cache-dir", cacheDir(t), "s3://"+e.bucket)
 	checkRefused(t, m, 2, ref.MetadataName, "MaxMetadataFiles")
 }

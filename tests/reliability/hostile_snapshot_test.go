@@ -1,11 +1,9 @@
 package reliability
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -24,66 +22,6 @@ import (
 // enough to read whose counts, trusted, cost hours of a core or
 // gigabytes. Each command must end within a bounded time, CPU and
 // memory, with an error naming the bound it hit.
-
-// boundedRun is what a run of segfs under runBounded did.
-type boundedRun struct {
-	stdout, stderr string
-	code           int           // the exit status; -1 when killed
-	killed         string        // why the test killed it; "" when it exited by itself
-	elapsed, cpu   time.Duration // wall clock; user and system time
-	peakRSS        int64         // bytes
-}
-
-// runBounded runs segfs with args and the credentials of e's server,
-// killing it after limit or once its peak resident set passes maxRSS
-// (an old segfs allocates gigabytes here: the machine is shared).
-func runBounded(t *testing.T, e *env, limit time.Duration, maxRSS int64, args ...string) boundedRun {
-	t.Helper()
-	cmd := exec.Command(binaries.Segfs, args...)
-	cmd.Env = harness.ChildEnv(e.srv.Env()...)
-	var out, errs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errs
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var r boundedRun
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var err error
-wait:
-	for {
-		select {
-		case err = <-done:
-			break wait
-		case <-deadline.C:
-			r.killed = fmt.Sprintf("still running after %v", limit)
-			cmd.Process.Kill()
-		case <-tick.C:
-			if st, serr := harness.ReadProcStatus(cmd.Process.Pid); serr == nil && st.VmHWM > maxRSS && r.killed == "" {
-				r.killed = fmt.Sprintf("peak RSS %d MiB, past %d MiB", st.VmHWM>>20, maxRSS>>20)
-				cmd.Process.Kill()
-			}
-		}
-	}
-	r.elapsed = time.Since(start)
-	r.stdout, r.stderr = out.String(), errs.String()
-	r.code = cmd.ProcessState.ExitCode()
-	if err != nil && r.code < 0 && r.killed == "" {
-		t.Fatalf("segfs %s: %v\n%s", args[0], err, r.stderr)
-	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.cpu = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
-		r.peakRSS = ru.Maxrss << 10 // kB on Linux
-	}
-	t.Logf("segfs %s: exit %d after %v, CPU %v, peak RSS %d MiB%s", args[0], r.code, r.elapsed.Round(time.Millisecond),
-		r.cpu.Round(time.Millisecond), r.peakRSS>>20, map[bool]string{true: " (killed: " + r.killed + ")"}[r.killed != ""])
-	return r
-}
 
 // lineWith returns the first line of out holding s, or "".
 func lineWith(out, s string) string {
@@ -141,7 +79,7 @@ func TestPlan25SnapshotManyParts(t *testing.T) {
 			t.Errorf("%s panicked:\n%s", what, tail(out, 4096))
 		}
 	}
-	bounded := func(what string, r boundedRun) {
+	bounded := func(what string, r measured) {
 		t.Helper()
 		if r.killed != "" {
 			t.Errorf("%s: killed, %s", what, r.killed)
@@ -152,7 +90,7 @@ func TestPlan25SnapshotManyParts(t *testing.T) {
 	}
 
 	t.Run("snapshots", func(t *testing.T) {
-		r := runBounded(t, e, limit, maxRSS, slices.Concat([]string{"snapshots"}, e.storeArgs(), []string{source})...)
+		r := runMeasured(t, e, limit, maxRSS, slices.Concat([]string{"snapshots"}, e.storeArgs(), []string{source})...)
 		bounded("segfs snapshots", r)
 		if r.code != 1 {
 			t.Errorf("segfs snapshots: exit %d, want 1 (the shard of a successful snapshot cannot be read)\n%s%s", r.code, tail(r.stdout, 2048), r.stderr)
@@ -160,7 +98,7 @@ func TestPlan25SnapshotManyParts(t *testing.T) {
 		named("segfs snapshots", r.stdout+r.stderr)
 	})
 	t.Run("verify", func(t *testing.T) {
-		r := runBounded(t, e, limit, maxRSS, slices.Concat([]string{"verify"}, e.storeArgs(),
+		r := runMeasured(t, e, limit, maxRSS, slices.Concat([]string{"verify"}, e.storeArgs(),
 			[]string{"--layout", "snapshot", "--index", "logs", "--shard", "0", "--cache-dir", cacheDir(t), source})...)
 		bounded("segfs verify", r)
 		if r.code != 2 {
@@ -219,14 +157,14 @@ func TestPlan25SnapshotCatalogBound(t *testing.T) {
 		maxRSS      = 256 << 20
 		maxRequests = 8 // index.latest and index-1, a HEAD and a GET each, with room
 	)
-	refused := func(t *testing.T, e *env, r boundedRun, before int64) {
+	refused := func(t *testing.T, e *env, r measured, before int64) {
 		t.Helper()
 		t.Logf("segfs snapshots: %s", strings.TrimSpace(r.stderr))
 		if r.killed != "" {
 			t.Errorf("segfs snapshots: killed, %s", r.killed)
 		}
-		if r.peakRSS > maxRSS {
-			t.Errorf("segfs snapshots: peak RSS %d MiB, more than %d", r.peakRSS>>20, maxRSS>>20)
+		if r.peak > maxRSS {
+			t.Errorf("segfs snapshots: peak RSS %d MiB, more than %d", r.peak>>20, maxRSS>>20)
 		}
 		if r.code != 2 {
 			t.Errorf("segfs snapshots: exit %d, want 2 (more shard snapshots than --max-shards)", r.code)
@@ -245,7 +183,7 @@ func TestPlan25SnapshotCatalogBound(t *testing.T) {
 		t.Logf("index-1: %d KB", len(objs["repo/index-1"])>>10)
 		e := newEnv(t, nil, 2610, objs)
 		before := e.requests()
-		r := runBounded(t, e, limit, maxRSS, slices.Concat([]string{"snapshots"}, e.storeArgs(), []string{"s3://" + e.bucket + "/repo"})...)
+		r := runMeasured(t, e, limit, maxRSS, slices.Concat([]string{"snapshots"}, e.storeArgs(), []string{"s3://" + e.bucket + "/repo"})...)
 		t.Logf("%d GETs and HEADs at the server", e.requests()-before)
 		refused(t, e, r, before)
 	})
@@ -256,12 +194,12 @@ func TestPlan25SnapshotCatalogBound(t *testing.T) {
 		e := newEnv(t, nil, 2620, objs)
 		before := e.requests()
 		source := "s3://" + e.bucket + "/repo"
-		r := runBounded(t, e, limit, maxRSS, slices.Concat([]string{"snapshots"}, e.storeArgs(), []string{source})...)
+		r := runMeasured(t, e, limit, maxRSS, slices.Concat([]string{"snapshots"}, e.storeArgs(), []string{source})...)
 		t.Logf("%d GETs and HEADs at the server", e.requests()-before)
 		refused(t, e, r, before)
 
 		before = e.requests()
-		r = runBounded(t, e, limit, maxRSS, slices.Concat([]string{"snapshots"}, e.storeArgs(), []string{"--index", "small", source})...)
+		r = runMeasured(t, e, limit, maxRSS, slices.Concat([]string{"snapshots"}, e.storeArgs(), []string{"--index", "small", source})...)
 		if r.code != 0 || r.killed != "" {
 			t.Errorf("segfs snapshots --index small: exit %d (%s), want 0:\n%s%s", r.code, r.killed, tail(r.stdout, 2048), r.stderr)
 		}
