@@ -75,6 +75,7 @@ func (r *Root) Relist() {
 		if depth >= r.lazy.Depth() {
 			return
 		}
+		st.gen.Add(1) // before ready: a listing in flight cannot set it back
 		st.ready.Store(false)
 		for _, child := range in.Children() {
 			if ld, ok := child.Operations().(*lazyDir); ok {
@@ -105,15 +106,28 @@ type lazyState struct {
 	// and cleared by Relist: a lookup that finds it set, and the name it
 	// asks for, needs no remote call.
 	ready atomic.Bool
-	// listedAt is when the directory's last listing was tried (Unix
-	// nanoseconds): a lookup of a name it lacks lists it again only
-	// relistEvery after.
+	// listedAt is when the directory's last listing ended (Unix
+	// nanoseconds; stamped at its start too): a lookup of a name it
+	// lacks lists it again only relistEvery after.
 	listedAt atomic.Int64
+	// gen counts the Relists: a listing that began before one does not
+	// set ready, so the relisting the refresh asked for still happens.
+	gen atomic.Uint64
 
 	mu    sync.Mutex // held while resolving: other users of the directory wait for the one resolution
 	shown bool       // a listing of directories was shown: a failed relisting keeps it
 	err   error
 	at    time.Time // when err was found
+}
+
+// setReady marks the directory listed by a listing that began at
+// Relist generation gen, unless a Relist came since (its listing is still
+// to be made). Call with mu held.
+func (st *lazyState) setReady(gen uint64) {
+	st.ready.Store(true)
+	if st.gen.Load() != gen {
+		st.ready.Store(false)
+	}
 }
 
 // relistDue reports whether a lookup of a name the directory lacks may
@@ -156,7 +170,7 @@ type LazyLimits struct {
 // memory bound.
 const (
 	DefaultMaxDirs = 1 << 16
-	DirBytes       = 1 << 10
+	DirBytes       = 2 << 10
 )
 
 // SetLazy makes the tree a repository mount's: its root and the
@@ -267,6 +281,7 @@ func (r *Root) ensure(ctx context.Context, in *gofs.Inode, dn *dirNode, dir stri
 		return st.err
 	}
 	st.listedAt.Store(now.UnixNano())
+	gen := st.gen.Load()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lazyTimeout)
 	defer cancel()
 	var err error
@@ -281,13 +296,14 @@ func (r *Root) ensure(ctx context.Context, in *gofs.Inode, dn *dirNode, dir stri
 			err = r.addFiles(dn, dir, entries)
 		}
 	}
+	st.listedAt.Store(time.Now().UnixNano()) // a slow listing is not followed at once by the next
 	name := dir
 	if name == "" {
 		name = "/"
 	}
 	if err != nil && st.shown {
 		r.log.Warn("relisting a directory failed; it keeps its last listing", "dir", name, "retry_after", relistEvery, "err", err)
-		st.ready.Store(true)
+		st.setReady(gen)
 		return nil
 	}
 	if err != nil {
@@ -297,7 +313,7 @@ func (r *Root) ensure(ctx context.Context, in *gofs.Inode, dn *dirNode, dir stri
 	}
 	st.err = nil
 	st.shown = depth < r.lazy.Depth()
-	st.ready.Store(true)
+	st.setReady(gen)
 	if depth == r.lazy.Depth() {
 		dn.seen() // the index's open-time prefetch
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,6 +31,8 @@ type fakeLazy struct {
 
 	lists    atomic.Int64
 	viewHeld atomic.Bool
+	// hold, when set, makes Dirs say it began (entered) and wait for it.
+	hold, entered chan struct{}
 }
 
 func (f *fakeLazy) Depth() int { return 1 }
@@ -41,8 +45,13 @@ func (f *fakeLazy) Dirs(ctx context.Context, dir string) ([]string, error) {
 		f.viewHeld.Store(true)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.names), f.fail
+	names, fail, hold := slices.Clone(f.names), f.fail, f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		f.entered <- struct{}{}
+		<-hold
+	}
+	return names, fail
 }
 
 func (f *fakeLazy) Has(dir, name string) bool {
@@ -158,4 +167,74 @@ func TestLazyDirectoriesAreBounded(t *testing.T) {
 	if errno := lookup(root, "9"); errno != 0 {
 		t.Errorf("a listing of 10 directories with a bound of 10: %v", errno)
 	}
+}
+
+// A refresh's Relist while a listing is in flight (begun before the
+// store changed) is not lost: the next use lists again.
+func TestLazyRelistDuringAListing(t *testing.T) {
+	root, f := newLazyRoot(t, LazyLimits{}, "a")
+	if errno := lookup(root, "a"); errno != 0 {
+		t.Fatal(errno)
+	}
+	root.Relist()
+	hold := make(chan struct{})
+	f.mu.Lock()
+	f.hold, f.entered = hold, make(chan struct{})
+	f.mu.Unlock()
+	done := make(chan struct{})
+	go func() { root.Opendir(context.Background()); close(done) }()
+	<-f.entered // the listing of "a" alone is in flight
+	f.mu.Lock()
+	f.names = append(f.names, "late")
+	f.hold = nil
+	f.mu.Unlock()
+	root.Relist() // the refresh that saw "late"
+	close(hold)
+	<-done
+	if errno := root.Opendir(context.Background()); errno != 0 {
+		t.Fatal(errno)
+	}
+	if root.GetChild("late") == nil {
+		t.Errorf("the relisting asked for during a listing in flight was lost: late is not shown (%d listings)", f.lists.Load())
+	}
+}
+
+// A lazy directory costs at most DirBytes, the memory bound's figure,
+// with names of 255 bytes below parents of 255-byte names (a depth-3
+// path of about 770 bytes, the longest a repository mount makes).
+func TestLazyDirBytes(t *testing.T) {
+	const n = 20000
+	long := func(prefix string, i int) string {
+		s := fmt.Sprintf("%s%06d", prefix, i)
+		return s + strings.Repeat("x", 255-len(s))
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = long("d", i)
+	}
+	root, _ := newLazyRoot(t, LazyLimits{MaxDirs: n + 1}, "p")
+	if errno := lookup(root, "p"); errno != 0 {
+		t.Fatal(errno)
+	}
+	in := root.GetChild("p")
+	ld := in.Operations().(*lazyDir)
+	dir := long("p", 0) + "/" + long("q", 0) + "/" // as deep as a shard's parent
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := root.addLazyDirs(&ld.Inode, dir, 3, names); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	t.Logf("%d B of heap a directory of a 255-byte name at depth 3", per)
+	if per > DirBytes {
+		t.Errorf("%d B of heap a directory, more than DirBytes (%d)", per, DirBytes)
+	}
+	runtime.KeepAlive(names)
+	if got := len(ld.Children()); got != n {
+		t.Errorf("%d directories added, want %d", got, n)
+	}
+	runtime.KeepAlive(root)
 }

@@ -294,9 +294,11 @@ func (r *Root) apply(listing func(listed []entry.Entry) []entry.Entry, keep time
 
 // viewWait is how long a repository mount's change waits for the view.
 // It never waits as a writer: a writer waiting on a sync.RWMutex blocks
-// new readers, and a lookup may hold the view for reading while it
-// resolves a shard from the store (up to lazyTimeout), which would hold
-// every other lookup of the mount behind it.
+// new readers. A lookup holds the view for reading only while it reads
+// or changes the tree, never across a call to the store (lazyLookup
+// releases it), so the view is free within moments unless lookups keep
+// it held without a gap for all of viewWait; then the change is
+// deferred to the next refresh.
 const viewWait = time.Second
 
 // lockView locks the view for writing and reports whether it did: at

@@ -156,7 +156,7 @@ func ReadCatalog(ctx context.Context, open Opener, base string, f CatalogFilter,
 		})
 		return nil, fmt.Errorf("%w: the snapshots and indices selected hold %d (index %q %d of them), more than %d", ErrTooManyShards, charged, most, byIndex[most], limit)
 	}
-	r := &catalogReader{top: top, repo: repo, base: base, parallel: parallel, limit: limit, charged: charged}
+	r := &catalogReader{top: top, repo: repo, base: base, parallel: parallel, limit: limit, charged: charged, decodes: make(chan struct{}, catalogDecodes)}
 	// Every shard of the indices index-N gives a shard count for, at most
 	// limit in all (charged above), then the others probed.
 	ts := make([]catalogTask, 0, charged)
@@ -189,7 +189,20 @@ type catalogReader struct {
 	base           string
 	parallel       int
 	limit, charged int64 // the shard snapshots it may read, and those read or to be read
+	// decodes holds catalogDecodes slots: a shard snapshot is decoded
+	// in one, and one of more than smallBlob bytes read in one too, so
+	// that the parallel readers never hold more than a few decodes at
+	// their worst (snapshot.MaxDecoded each).
+	decodes chan struct{}
 }
+
+// catalogDecodes bounds the shard snapshots a catalog decodes at once;
+// smallBlob is the largest snap-*.dat read outside a decode's slot (a
+// real shard's is kilobytes), so that the readers' buffers stay small.
+const (
+	catalogDecodes = 2
+	smallBlob      = 1 << 20
+)
 
 // catalogTask is one shard snapshot to read: shard sh of index ci in
 // the snapshot of uuid.
@@ -204,7 +217,7 @@ func (r *catalogReader) read(ctx context.Context, ts []catalogTask) {
 	each(ctx, len(ts), r.parallel, func(i int) {
 		t := ts[i]
 		key := path.Join(SnapshotShardPath(PathType(r.repo.Indices[t.ci.Name].ShardPathType), r.base, t.ci.ID, t.sh), "snap-"+t.uuid+".dat")
-		t.ci.Shards[t.sh] = catalogShard(ctx, r.top, key, t.sh)
+		t.ci.Shards[t.sh] = catalogShard(ctx, r.top, key, t.sh, r.decodes)
 	})
 }
 
@@ -265,9 +278,9 @@ func each(ctx context.Context, n, parallel int, fn func(i int)) {
 const notFound = "no snapshot metadata"
 
 // catalogShard reads one shard's snap-<uuid>.dat at key of top.
-func catalogShard(ctx context.Context, top fetcher.Store, key string, sh int) CatalogShard {
+func catalogShard(ctx context.Context, top fetcher.Store, key string, sh int, decodes chan struct{}) CatalogShard {
 	out := CatalogShard{Shard: sh}
-	raw, err := readSmall(ctx, top, key)
+	obj, err := top.Stat(ctx, key)
 	if errors.Is(err, fetcher.ErrNotFound) {
 		out.Error = notFound
 		return out
@@ -275,6 +288,36 @@ func catalogShard(ctx context.Context, top fetcher.Store, key string, sh int) Ca
 	if err != nil {
 		out.Error = err.Error()
 		return out
+	}
+	slot := func() bool {
+		select {
+		case decodes <- struct{}{}:
+			return true
+		case <-ctx.Done():
+			out.Error = ctx.Err().Error()
+			return false
+		}
+	}
+	held := false
+	defer func() {
+		if held {
+			<-decodes
+		}
+	}()
+	if obj.Size > smallBlob {
+		if held = slot(); !held {
+			return out
+		}
+	}
+	raw, err := readObject(ctx, top, obj)
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	if !held {
+		if held = slot(); !held {
+			return out
+		}
 	}
 	ss, err := snapshot.ParseShardSnapshot(raw)
 	if err != nil {

@@ -57,12 +57,21 @@ var kindsOf = map[string][]string{
 	"translog": {"data", "metadata"},
 }
 
+// MaxIndexPathSize bounds an index path file: OpenSearch writes a few
+// hundred bytes (an index's path type, its shard count and the kinds of
+// its paths), and what JSON decoding builds of it is bounded by its
+// size, so a hostile file of tiny strings cannot make gigabytes.
+const MaxIndexPathSize = 1 << 20
+
 // ParseIndexPath parses an index path file and checks it as
 // RemoteIndexPath's constructor does: an index UUID, at least one shard,
 // a hash algorithm exactly when the path type is hashed, and a non-empty
 // map of categories to kinds each category has. Unknown fields are
 // ignored, so later additions do not break reading.
 func ParseIndexPath(data []byte) (*IndexPath, error) {
+	if len(data) > MaxIndexPathSize {
+		return nil, fmt.Errorf("layout: index path file of %d bytes, more than the %d segfs reads", len(data), MaxIndexPathSize)
+	}
 	var j indexPathJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&j); err != nil {

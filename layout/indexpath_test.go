@@ -148,3 +148,13 @@ func TestParseIndexPathBad(t *testing.T) {
 		}
 	}
 }
+
+// An index path file above MaxIndexPathSize is refused before it is
+// decoded: a megabytes-long list of tiny strings would otherwise build
+// many times its size (issue 42).
+func TestParseIndexPathSizeBound(t *testing.T) {
+	big := []byte(`{"index_uuid":"u","shard_count":1,"paths":[` + strings.Repeat(`"",`, MaxIndexPathSize/3) + `""]}`)
+	if _, err := ParseIndexPath(big); err == nil || !strings.Contains(err.Error(), "more than the") {
+		t.Errorf("a %d-byte index path file: %v, want it refused by its size", len(big), err)
+	}
+}

@@ -297,6 +297,9 @@ func (o *OpenSearch) pathsFromIndexFile(ctx context.Context, open Opener, base s
 		if err := checkReadSize(obj.Size); err != nil {
 			return fmt.Errorf("%w: %s/%s: %w", ErrLayout, dir, obj.Key, err)
 		}
+		if obj.Size > MaxIndexPathSize {
+			return fmt.Errorf("%w: %s/%s: listed with %d bytes, more than the %d segfs reads of an index path file", ErrLayout, dir, obj.Key, obj.Size, MaxIndexPathSize)
+		}
 		raw := make([]byte, obj.Size)
 		if err := st.ReadRange(ctx, obj, 0, raw); err != nil {
 			return fmt.Errorf("read %s/%s: %w", dir, obj.Key, err)

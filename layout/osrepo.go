@@ -59,6 +59,9 @@ func (r *Repository) Complete(ctx context.Context, ref IndexRef) (IndexRef, erro
 // readIndexFile reads index uuid's index path file obj.
 func (r *Repository) readIndexFile(ctx context.Context, uuid string, obj fetcher.Object) (IndexRef, error) {
 	ref := IndexRef{UUID: uuid, PathType: Fixed, HashAlgorithm: FNV1aComposite1}
+	if obj.Size > MaxIndexPathSize {
+		return ref, fmt.Errorf("%w: %s: listed with %d bytes, more than the %d segfs reads of an index path file", ErrLayout, obj.Key, obj.Size, MaxIndexPathSize)
+	}
 	raw, err := readSmall(ctx, r.Top, obj.Key)
 	if err != nil {
 		return ref, fmt.Errorf("%w: %s: %w", ErrLayout, obj.Key, err)

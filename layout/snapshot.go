@@ -208,12 +208,19 @@ func readSmall(ctx context.Context, st fetcher.Store, key string) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
+	return readObject(ctx, st, obj)
+}
+
+// readObject reads the whole object obj of st, at most
+// snapshot.MaxBlobSize bytes (its size checked before anything is
+// allocated).
+func readObject(ctx context.Context, st fetcher.Store, obj fetcher.Object) ([]byte, error) {
 	if obj.Size < 0 || obj.Size > snapshot.MaxBlobSize {
-		return nil, fmt.Errorf("%s: listed with %d bytes, more than the %d segfs reads", key, obj.Size, snapshot.MaxBlobSize)
+		return nil, fmt.Errorf("%s: listed with %d bytes, more than the %d segfs reads", obj.Key, obj.Size, snapshot.MaxBlobSize)
 	}
 	buf := make([]byte, obj.Size)
 	if err := st.ReadRange(ctx, obj, 0, buf); err != nil {
-		return nil, fmt.Errorf("read %s: %w", key, err)
+		return nil, fmt.Errorf("read %s: %w", obj.Key, err)
 	}
 	return buf, nil
 }

@@ -52,7 +52,7 @@ type mountCmd struct {
 	Debug               bool          `help:"Log every FUSE request and its answer, at info level (very verbose)."`
 	Refresh             time.Duration `name:"refresh" default:"0" placeholder:"DURATION" help:"List the store again every DURATION (e.g. 30s) and change the view to it: new objects appear, removed ones go, an object whose ETag or size changed becomes a new file (a new inode) while handles opened before keep reading the old version as far as the cache or the store still holds it. With --layout opensearch: look for a newer metadata file (one listing of the metadata prefix; the data prefix is not listed again) and show its commit, its files before its segments_N. SIGHUP refreshes at once, with or without it. 0 (the default): the view stays as listed at mount until a SIGHUP."`
 	MaxShards           int           `name:"max-shards" default:"1000" placeholder:"N" help:"With a repository mount (--layout opensearch without --shard, or --layout snapshot without --index and --shard): most shards shown at once; the lookup of one more fails with EIO and a log line. Each shard's files count in the memory bound as it is looked up."`
-	MaxDirs             int           `name:"max-dirs" default:"65536" placeholder:"N" help:"With a repository mount: most directories (indices, snapshots, shards) shown in all; a listing that would pass it is refused, and its directory fails with EIO and a log line. Each counts 1KiB in the memory bound."`
+	MaxDirs             int           `name:"max-dirs" default:"65536" placeholder:"N" help:"With a repository mount: most directories (indices, snapshots, shards) shown in all; a listing that would pass it is refused, and its directory fails with EIO and a log line. Each counts 2KiB in the memory bound."`
 	KeepRemoved         time.Duration `name:"keep-removed" default:"1m" placeholder:"DURATION" help:"With --layout opensearch: how long a file that a newer commit no longer names stays visible after the refresh that dropped it, for the readers of the older commit that still open it. 0 removes it at once."`
 
 	AllowOther   bool          `name:"allow-other" xor:"allow" help:"Let every user use the mount (FUSE allow_other), as --uid, --gid, --file-mode and --dir-mode permit: the kernel checks them for each access (root bypasses them). Without it or --allow-root, only the mounting user may use the mount. A user other than root needs user_allow_other in /etc/fuse.conf."`
@@ -504,18 +504,22 @@ func (c *mountCmd) engineConfig(store fetcher.Store, keys int) engineConfig {
 	}
 }
 
-// resolveMemory is what a repository mount's shard resolutions may
-// hold at once: resolveSlots of them, each a metadata file read and
-// decoded at its worst, and for a snapshot repository its root index-N
-// as held and one reading of a newer one (a listing of the root, one at
-// a time); 0 for
-// another mount, whose one resolution is over before the engine starts.
+// resolveMemory is what reading and decoding metadata may hold while
+// the mount serves: for a repository mount resolveSlots shard
+// resolutions (or refreshes of a shard), each a metadata file at its
+// worst, and for a snapshot repository its root index-N as held and one
+// reading of a newer one (a listing of the root, one at a time); for a
+// one-shard OpenSearch mount the one newer metadata file a refresh (or
+// SIGHUP) reads; 0 for another mount, whose metadata is read before the
+// engine starts and never again.
 func (c *mountCmd) resolveMemory() int64 {
 	switch {
 	case c.snapshotRepository():
 		return resolveSlots*snapshot.MaxDecoded + snapshot.MaxIndexNBuilt + snapshot.MaxIndexNDecoded
 	case c.repository():
 		return resolveSlots * layout.MaxMetadataDecoded
+	case c.Layout == "opensearch":
+		return layout.MaxMetadataDecoded
 	}
 	return 0
 }

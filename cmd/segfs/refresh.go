@@ -273,9 +273,10 @@ func (r *refresher) refreshShards(ctx context.Context) (time.Time, bool) {
 	commit(applied)
 	took := time.Since(start).Round(time.Millisecond)
 	if c.Deferred {
-		// A lookup held the tree while it resolved a shard; the shards
-		// with a newer commit are asked again at the next refresh.
-		r.log.Info("refresh deferred: a lookup holds the tree", "shards", len(updates), "took", took)
+		// Lookups held the tree for reading all of viewWait (each only
+		// while it reads or changes the tree); the shards with a newer
+		// commit are asked again at the next refresh.
+		r.log.Info("refresh deferred: lookups hold the tree", "shards", len(updates), "took", took)
 		return next, true
 	}
 	if c.Empty() {

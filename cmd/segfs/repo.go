@@ -276,30 +276,30 @@ func (t *repoTree) newer(ctx context.Context, parallel int) (updates map[string]
 	next := make([]*layout.Shard, len(dirs))
 	errs := make([]error, len(dirs))
 	var wg sync.WaitGroup
-	// At most parallel HEADs at once in all: outer shards times each
-	// one's own.
-	outer := min(4, max(parallel, 1))
-	inner := max(1, parallel/outer)
-	sem := make(chan struct{}, outer)
+	// Each shard's look in a resolution slot, as a lookup's resolution
+	// (a newer metadata file is read and decoded as at mount, and the
+	// memory bound counts resolveSlots of them), and at most parallel
+	// HEADs at once in all: the slots times each one's own.
+	inner := max(1, parallel/resolveSlots)
 	for i, f := range shown {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if f.md == nil {
-				md, err := fetcher.Sub(t.repo.Top, f.cur.MetadataPath)
-				if err != nil {
-					errs[i] = err
-					return
+			errs[i] = t.budget.resolve(ctx, func() error {
+				if f.md == nil {
+					md, err := fetcher.Sub(t.repo.Top, f.cur.MetadataPath)
+					if err != nil {
+						return err
+					}
+					f.md = md // only this refresh's goroutine for f touches it
 				}
-				f.md = md // only this refresh's goroutine for f touches it
-			}
-			n, err := layout.Newer(ctx, f.md, f.cur, inner)
-			if err == nil && n != nil {
-				err = n.Err()
-			}
-			next[i], errs[i] = n, err
+				n, err := layout.Newer(ctx, f.md, f.cur, inner)
+				if err == nil && n != nil {
+					err = n.Err()
+				}
+				next[i] = n
+				return err
+			})
 		}()
 	}
 	wg.Wait()
@@ -393,6 +393,8 @@ func (t *repoTree) addShards(ctx context.Context, s *source, f layoutFlags, ref 
 		switch {
 		case err != nil && !tolerate:
 			return fmt.Errorf("shard %s: %w", name, err)
+		case ctx.Err() != nil:
+			return ctx.Err() // an interruption, not a shard's problem
 		case err != nil:
 			s.problems = append(s.problems, layout.Problem{File: layout.FileEntry{Name: name}, Detail: err.Error()})
 			continue

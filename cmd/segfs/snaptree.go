@@ -178,14 +178,17 @@ func (t *snapTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 		return nil, err
 	}
 	repo := t.root()
-	info, _, err := t.pick(repo, parts[0], parts[1])
+	info, ix, err := t.pick(repo, parts[0], parts[1])
 	if err != nil {
 		t.budget.give()
 		return nil, err
 	}
-	// Resolved in the repository narrowed to that one snapshot, so that
-	// no name of the directory path can stand for another snapshot.
-	one := &snapshot.Repository{Generation: repo.Generation, Snapshots: []snapshot.SnapshotInfo{info}, Indices: repo.Indices}
+	// Resolved in the repository narrowed to that one snapshot and index,
+	// so that no name of the directory path can stand for another
+	// snapshot, and a resolution waiting for its slot holds nothing of a
+	// root a newer generation replaced.
+	ix.Snapshots = []string{info.UUID}
+	one := &snapshot.Repository{Generation: repo.Generation, Snapshots: []snapshot.SnapshotInfo{info}, Indices: map[string]snapshot.IndexInfo{parts[1]: ix}}
 	open := func(ctx context.Context, sub string) (fetcher.Store, error) { return fetcher.Sub(t.top, sub) }
 	var sh *layout.SnapshotShard
 	err = t.budget.resolve(ctx, func() (err error) {
