@@ -347,7 +347,8 @@ func openRoot(ctx context.Context, open Opener, base string) (fetcher.Store, *sn
 // readRoot reads index.latest and the root index-N of the repository
 // below base in top.
 func readRoot(ctx context.Context, top fetcher.Store, base string) (*snapshot.Repository, error) {
-	return ReadSnapshotRootNewer(ctx, top, base, -1) // every generation is newer
+	repo, _, err := ReadSnapshotRootNewer(ctx, top, base, -1, -1) // every generation is newer
+	return repo, err
 }
 
 // SnapshotShards returns the shard numbers of index ix in the snapshot

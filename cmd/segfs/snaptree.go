@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -34,8 +35,9 @@ type snapTree struct {
 	budget *shardBudget
 	log    *slog.Logger
 
-	mu   sync.Mutex
-	repo *snapshot.Repository // the root as last read
+	mu     sync.Mutex
+	repo   *snapshot.Repository // the root as last read
+	badGen int64                // a newer generation whose index-N could not be parsed; -1 for none
 }
 
 // openSnapshotRepository opens the repository form of --layout
@@ -53,7 +55,7 @@ func openSnapshotRepository(ctx context.Context, src string, f layoutFlags, cfg 
 	if err != nil {
 		return nil, nil, err
 	}
-	t := &snapTree{top: top, parts: layout.NewPartsStore(top), base: base, budget: newShardBudget(maxShards), log: log, repo: repo}
+	t := &snapTree{top: top, parts: layout.NewPartsStore(top), base: base, budget: newShardBudget(maxShards), log: log, repo: repo, badGen: -1}
 	log.Info("snapshot repository", "source", top.String(), "generation", repo.Generation, "snapshots", len(repo.Snapshots), "indices", len(repo.Indices))
 	return &source{store: t.parts}, t, nil
 }
@@ -69,9 +71,21 @@ func (t *snapTree) root() *snapshot.Repository {
 
 // reread reads the root again if the repository has a newer generation
 // (index.latest: one small GET when it has not), and returns the root
-// as it now is.
+// as it now is. A newer index-N that cannot be parsed is logged and
+// never fetched again (it does not change once written): the root
+// read before stays.
 func (t *snapTree) reread(ctx context.Context) (*snapshot.Repository, error) {
-	repo, err := layout.ReadSnapshotRootNewer(ctx, t.top, t.base, t.root().Generation)
+	t.mu.Lock()
+	gen, bad := t.repo.Generation, t.badGen
+	t.mu.Unlock()
+	repo, next, err := layout.ReadSnapshotRootNewer(ctx, t.top, t.base, gen, bad)
+	if errors.Is(err, snapshot.ErrBlob) {
+		t.log.Warn("a newer index-N of the snapshot repository cannot be read; the mount keeps the one it read, and does not fetch it again", "generation", next, "was", gen, "err", err)
+		t.mu.Lock()
+		t.badGen = next
+		t.mu.Unlock()
+		return t.root(), nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -155,6 +155,27 @@ func TestPlan25AbsentNamesSnapshotRoot(t *testing.T) {
 	if n := e.proxy.Stats().Requests["head"] - heads; n > 16 {
 		t.Errorf("20 absent shard numbers cost %d HEADs, want at most one probe's 16", n)
 	}
+
+	// A newer index-N that cannot be parsed is fetched once, not at
+	// every relisting, and the root read before stays shown.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := e.srv.PutBytes(ctx, e.bucket, "index-2", []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.srv.PutBytes(ctx, e.bucket, "index.latest", []byte{0, 0, 0, 0, 0, 0, 0, 2}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		time.Sleep(5500 * time.Millisecond) // a relisting is due
+		statAbsent(t, m.Dir, absentNames(3, 1))
+	}
+	if n := e.proxy.Stats().GetsByKey["index-2"]; n != 1 {
+		t.Errorf("the unparsable index-2 was fetched %d times over two relistings, want once", n)
+	}
+	if _, err := os.Stat(filepath.Join(m.Dir, "daily-1")); err != nil {
+		t.Errorf("the snapshot of the root read before: %v", err)
+	}
 }
 
 // Lookups of absent names hold the view only while they read the tree,
