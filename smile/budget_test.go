@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/segfs/segfs/internal/testmem"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -19,17 +19,6 @@ func hostileDoc(flags byte, open []byte, body []byte, close []byte, size int) []
 	return append(b, close...)
 }
 
-// allocated returns the bytes the heap allocated while fn ran. Tests
-// that call it do not run in parallel.
-func allocated(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // Issue 42: a body of 60 MB of one-byte shared value references, which
 // decoded to a []any of 60 million strings took 7 GB of heap to build.
 // It is refused after building the default budget, at most about twice
@@ -37,7 +26,7 @@ func allocated(fn func()) uint64 {
 func TestBudgetSharedReferences(t *testing.T) {
 	in := hostileDoc(flagSharedValues, []byte{0xF8, 0x40, 'a'}, []byte{0x01}, []byte{0xF9}, 60<<20)
 	var err error
-	n := allocated(func() { _, err = Decode(in, Limits{}) })
+	n := testmem.Allocated(func() { _, err = Decode(in, Limits{}) })
 	var se *Error
 	if !errors.As(err, &se) || !errors.Is(err, ErrSmile) || !strings.Contains(err.Error(), fmt.Sprintf("more than %d bytes", DefaultMaxBuilt)) {
 		t.Fatalf("%v, want an error naming the budget of %d bytes", err, DefaultMaxBuilt)
@@ -90,7 +79,7 @@ func TestBudgetEveryNode(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			in := c.in
 			var err error
-			n := allocated(func() { _, err = Decode(in, Limits{MaxBuilt: budget}) })
+			n := testmem.Allocated(func() { _, err = Decode(in, Limits{MaxBuilt: budget}) })
 			if !errors.Is(err, ErrSmile) || !strings.Contains(err.Error(), "the most a decode may build") {
 				t.Fatalf("%d bytes under a budget of %d: %v, want it refused", len(in), budget, err)
 			}

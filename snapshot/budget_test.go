@@ -4,24 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
+	"github.com/segfs/segfs/internal/testmem"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/segfs/segfs/smile"
 )
-
-// allocated returns the bytes the heap allocated while fn ran. Tests
-// that call it do not run in parallel.
-func allocated(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // shardBody returns the Smile body of a shard snapshot whose files are
 // files, with shared values on (Elasticsearch's writer leaves them off;
@@ -61,7 +50,7 @@ func TestShardSnapshotBudget(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			raw := EncodeBlob(ShardSnapshotCodec, c.body, true)
 			var err error
-			n := allocated(func() { _, err = ParseShardSnapshot(raw) })
+			n := testmem.Allocated(func() { _, err = ParseShardSnapshot(raw) })
 			t.Logf("%d bytes compressed, %d of body: %d MiB allocated: %v", len(raw), len(c.body), n>>20, err)
 			if !errors.Is(err, ErrBlob) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%v, want an error saying %q", err, c.want)
@@ -83,7 +72,7 @@ func TestShardSnapshotBudgetRealistic(t *testing.T) {
 	}
 	raw := EncodeShardSnapshot(s, true)
 	var err error
-	n := allocated(func() { _, err = ParseShardSnapshot(raw) })
+	n := testmem.Allocated(func() { _, err = ParseShardSnapshot(raw) })
 	t.Logf("%d bytes compressed: %d MiB allocated", len(raw), n>>20)
 	if err != nil {
 		t.Fatal(err)

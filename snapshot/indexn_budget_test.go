@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/segfs/segfs/internal/testmem"
 	"runtime"
 	"strings"
 	"testing"
@@ -45,7 +46,7 @@ func TestParseIndexNBudget(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
-			n := allocated(func() { _, err = ParseIndexN(c.raw, 3) })
+			n := testmem.Allocated(func() { _, err = ParseIndexN(c.raw, 3) })
 			t.Logf("%d bytes: %d MiB allocated: %v", len(c.raw), n>>20, err)
 			if !errors.Is(err, ErrBlob) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%v, want an error saying %q", err, c.want)
@@ -94,7 +95,7 @@ func TestIndexNCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r *Repository
-	n := allocated(func() { r, err = ParseIndexN(raw, 1) })
+	n := testmem.Allocated(func() { r, err = ParseIndexN(raw, 1) })
 	if err != nil || len(r.Snapshots) != 1000 || len(r.Indices) != 400 {
 		t.Fatalf("%v", err)
 	}

@@ -57,11 +57,10 @@ func EmptySnapshotsIndexN(size int) []byte {
 }
 
 // TinyEntriesMetadata returns md, which must list no files, encoded as a
-// remote-store metadata file whose file map holds as many entries as fit
-// in about size bytes: 13 bytes each ("abcd" to "a::b::0"), every key
-// another, some 4.8 million in 62 MB. Each is a FileEntry of 72 bytes
-// and its strings if parsed.
-func TinyEntriesMetadata(md *layout.Metadata, size int) ([]byte, error) {
+// remote-store metadata file whose file map holds n entries of 13 bytes
+// each ("abcd" to "a::b::0"), every key another: some 4.8 million fill
+// 62 MB. Each is a FileEntry of 72 bytes and its strings if parsed.
+func TinyEntriesMetadata(md *layout.Metadata, n int) ([]byte, error) {
 	if len(md.Files) != 0 {
 		return nil, fmt.Errorf("hostile: TinyEntriesMetadata of a Metadata that lists %d files", len(md.Files))
 	}
@@ -77,8 +76,7 @@ func TinyEntriesMetadata(md *layout.Metadata, size int) ([]byte, error) {
 		return nil, fmt.Errorf("hostile: the encoded file map does not start with a count of 0")
 	}
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-	n := (size - len(enc)) / 13
-	o := &lucene.Output{B: make([]byte, 0, size+16)}
+	o := &lucene.Output{B: make([]byte, 0, len(enc)+13*n+16)}
 	o.B = append(o.B, enc[:h.Len]...)
 	o.VInt(int32(n))
 	key := make([]byte, 4)

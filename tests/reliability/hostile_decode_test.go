@@ -224,7 +224,7 @@ func TestPlan25DecodeRemoteMetadata(t *testing.T) {
 	md := *ref.Metadata
 	md.Files = nil
 	key := path.Join(r.Path("metadata"), ref.MetadataName)
-	if objs[key], err = hostile.TinyEntriesMetadata(&md, 62<<20); err != nil {
+	if objs[key], err = hostile.TinyEntriesMetadata(&md, 62<<20/13); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s: %d bytes", key, len(objs[key]))
