@@ -15,7 +15,9 @@ type Bound struct {
 	// worker; with SegmentPrefetch also the range tier's blocks, in
 	// memory (Config.RangeMemory) and in flight: a running range fetch holds
 	// its GET's buffer and the blocks cut from it, at most
-	// RangeFetchMax each, one fetch per worker.
+	// RangeFetchMax each, one fetch per worker; and the blocks queued
+	// for the disk cache, at most RangeMemory more (those the LRU let
+	// go before they were written).
 	Ranges int64
 	// Memory: the memory tier, the parts the disk cache refused.
 	Memory int64
@@ -33,7 +35,7 @@ func (r *Reader) MemoryBound() Bound {
 		Frames: r.cfg.Frames.CacheBytes + r.cfg.Frames.DecodeBytes,
 	}
 	if r.cfg.SegmentPrefetch {
-		b.Ranges += 2*w*RangeFetchMax + r.cfg.RangeMemory
+		b.Ranges += 2*w*RangeFetchMax + 2*r.cfg.RangeMemory
 	}
 	return b
 }

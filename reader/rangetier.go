@@ -84,6 +84,17 @@ type rangeTier struct {
 	deferredAt int64
 	release    *time.Timer
 	closed     bool
+	// queue holds the fetched blocks not yet stored in the disk cache,
+	// oldest first, queuedBytes their bytes (INVARIANT: at most
+	// cfg.RangeMemory; a fetch that would pass it stores its own
+	// blocks), queuedAt when the oldest was queued, in Unix
+	// nanoseconds. writing is set while writeQueued runs; writer
+	// counts it, for Close.
+	queue       []blockWrite
+	queuedBytes int64
+	queuedAt    int64
+	writing     bool
+	writer      sync.WaitGroup
 	// lastActive is when the tier last served a read, or a file of an
 	// index directory was last opened (an open's first step, before
 	// its first read), in Unix nanoseconds.
@@ -253,11 +264,15 @@ func (rt *rangeTier) startFetch(obj fetcher.Object, group string, b0, b1 int64, 
 }
 
 // fetchBlocks is the task of a range fetch: one GET of f's blocks of
-// obj, handed to the reads waiting on f and kept in memory, then stored
-// in the disk cache, then the blocks marked fetched; the last open
-// range to end starts the fills deferred for it.
+// obj, handed to the reads waiting on f and kept in memory, the blocks
+// marked fetched, and queued to be stored in the disk cache once the
+// open is over (kickLocked); the last open range to end starts the
+// fills deferred for it. The task ends once the bytes are in memory, so
+// a worker does not wait for file creations while an open waits for
+// bytes.
 func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *rangeFetch, open bool) {
 	lo, hi := f.b0*RangeBlock, min((f.b1+1)*RangeBlock, obj.Size)
+	rt.cfg.Logger.Debug("range fetch", "key", obj.Key, "off", lo, "len", hi-lo) // the bench's plain client fetches what these name
 	buf := make([]byte, hi-lo)
 	err := guard(fmt.Sprintf("fetch %s [%d,%d) for the range tier", obj.Key, lo, hi), func() error {
 		return rt.store.ReadRange(ctx, obj, lo, buf)
@@ -282,14 +297,6 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 	rt.mu.Lock()
 	f.blocks = blocks
 	close(f.done)
-	rt.mu.Unlock()
-	for i, data := range blocks {
-		k := keyOfPart(obj, f.b0+int64(i))
-		if perr := rt.cache.PutSummed(context.Background(), rt.cfg.rangeCacheKey(k), data, nil); perr != nil {
-			rt.cfg.Logger.Debug("range-tier block not cached", "key", obj.Key, "block", f.b0+int64(i), "err", perr)
-		}
-	}
-	rt.mu.Lock()
 	for b := f.b0; b <= f.b1; b++ {
 		if k := keyOfPart(obj, b); rt.fetching[k] == f {
 			delete(rt.fetching, k)
@@ -300,11 +307,114 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 		rt.pending--
 		fills = rt.releaseLocked()
 	}
+	var n int64
+	for _, data := range blocks {
+		n += int64(len(data))
+	}
+	// Once the tier is closed the task stores its own blocks: the
+	// scheduler's Close waits for it, not for the writer.
+	queued := len(blocks) > 0 && !rt.closed && rt.queuedBytes+n <= rt.cfg.RangeMemory
+	if queued {
+		if len(rt.queue) == 0 {
+			rt.queuedAt = time.Now().UnixNano()
+		}
+		rt.queue = append(rt.queue, blockWrite{obj: obj, b0: f.b0, blocks: blocks})
+		rt.queuedBytes += n
+	}
+	rt.kickLocked()
 	rt.mu.Unlock()
 	if first := rt.first.Load(); first != 0 {
 		rt.stats.OpenPrefetchNanos.Store(time.Now().UnixNano() - first)
 	}
 	rt.startFills(fills)
+	if !queued {
+		rt.storeBlocks(blockWrite{obj: obj, b0: f.b0, blocks: blocks})
+	}
+}
+
+// blockWrite is a range fetch's blocks, to store in the disk cache.
+type blockWrite struct {
+	obj    fetcher.Object
+	b0     int64
+	blocks [][]byte
+}
+
+// storeBlocks stores w's blocks in the disk cache, each a cache part of
+// its own.
+func (rt *rangeTier) storeBlocks(w blockWrite) {
+	for i, data := range w.blocks {
+		k := keyOfPart(w.obj, w.b0+int64(i))
+		if err := rt.cache.PutSummed(context.Background(), rt.cfg.rangeCacheKey(k), data, nil); err != nil {
+			rt.cfg.Logger.Debug("range-tier block not cached", "key", w.obj.Key, "block", w.b0+int64(i), "err", err)
+		}
+	}
+}
+
+// kickLocked starts the writer of the queued blocks, unless it runs, the
+// queue is empty, or an open's range fetch is pending: the blocks are
+// stored once the open is over, not while it waits for its bytes.
+// rt.mu must be held.
+func (rt *rangeTier) kickLocked() {
+	if rt.closed || rt.pending > 0 {
+		return // close starts the writer itself
+	}
+	rt.startWriterLocked()
+}
+
+// startWriterLocked starts writeQueued unless it runs or the queue is
+// empty. rt.mu must be held.
+func (rt *rangeTier) startWriterLocked() {
+	if rt.writing || len(rt.queue) == 0 {
+		return
+	}
+	rt.writing = true
+	rt.writer.Add(1)
+	go rt.writeQueued()
+}
+
+// writeQueued is the writer: it stores the queued blocks, one fetch's at
+// a time, once the tier is quiet (no read served for OpenQuiet, or
+// OpenQuietMax past the oldest queued write), and ends when the queue
+// is empty or an open's fetch is pending (whose end kicks it again).
+// Once the tier is closed it stores what is queued at once, as the
+// part writers finish the parts handed to them: the bytes were fetched.
+func (rt *rangeTier) writeQueued() {
+	defer rt.writer.Done()
+	for {
+		rt.mu.Lock()
+		if len(rt.queue) == 0 || rt.pending > 0 && !rt.closed {
+			rt.writing = false
+			rt.mu.Unlock()
+			return
+		}
+		now := time.Now().UnixNano()
+		wait := min(time.Duration(rt.lastActive.Load()+int64(OpenQuiet)-now), time.Duration(rt.queuedAt+int64(OpenQuietMax)-now))
+		if wait > 0 && !rt.closed {
+			rt.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-rt.stop:
+				t.Stop()
+			}
+			continue
+		}
+		w := rt.queue[0]
+		rt.queue[0] = blockWrite{}
+		rt.queue = rt.queue[1:]
+		rt.mu.Unlock()
+		rt.storeBlocks(w)
+		var n int64
+		for _, data := range w.blocks {
+			n += int64(len(data))
+		}
+		rt.mu.Lock()
+		rt.queuedBytes -= n // counted until written: the LRU may have let them go
+		if len(rt.queue) > 0 {
+			rt.queuedAt = min(rt.queuedAt, now)
+		}
+		rt.mu.Unlock()
+	}
 }
 
 // quietLocked returns how long the deferred fills still wait: until the
@@ -355,8 +465,12 @@ func (rt *rangeTier) startFills(fills []prefetch.Fill) {
 	}
 }
 
-// close stops the timer of the deferred fills, which are dropped: the
-// Reader is closing.
+// waitWriter waits for the writer to store the queued blocks, once
+// close has been called.
+func (rt *rangeTier) waitWriter() { rt.writer.Wait() }
+
+// close stops the timer of the deferred fills, which are dropped, and
+// has the writer store the queued blocks now: the Reader is closing.
 func (rt *rangeTier) close() {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -364,6 +478,7 @@ func (rt *rangeTier) close() {
 	if rt.release != nil {
 		rt.release.Stop()
 	}
+	rt.startWriterLocked()
 	rt.deferred, rt.deferredSet = nil, nil
 }
 

@@ -358,6 +358,7 @@ func (r *Reader) Close() error {
 		r.sweeper.Wait()
 	}
 	r.fetches.close(first)
+	r.rtier.waitWriter()
 	if r.whole != nil {
 		r.whole.close()
 	}

@@ -62,6 +62,8 @@ type bench struct {
 	errs      []error // failed cases, with --keep-going
 
 	sums map[string]*chunkSums // by local path, see sumsOf
+
+	lucene *luceneSet // cases 8 and 11's index, once built and uploaded
 }
 
 // sumsOf returns the chunk sums of o's generated file, reading it the
@@ -109,7 +111,7 @@ func (b *bench) run(ctx context.Context) error {
 			// directory: selecting it runs them too.
 			{[]int{1, 5}, b.seqRead}, {[]int{2, 6}, b.recoveryCopy}, {[]int{2}, b.recoveryCopyAll}, {[]int{2}, b.recoveryRestore}, {[]int{2}, b.recoveryRestoreNoCache}, {[]int{2}, b.recoveryRestoreSnapshot},
 			{[]int{3, 5}, b.randomReads}, {[]int{3}, b.mmapRandomReads}, {[]int{4}, b.randomBesideCopy}, {[]int{5}, b.warmReads},
-			{[]int{8}, b.luceneOpen}, {[]int{9}, b.refresh}, {[]int{10}, b.repository},
+			{[]int{11}, b.openRangesCase}, {[]int{8}, b.luceneOpen}, {[]int{9}, b.refresh}, {[]int{10}, b.repository},
 		}},
 		{"hybrid compression (raw and hybrid pushes of one shard, reads of its largest .fdt)", []step{
 			{[]int{7}, b.compression},

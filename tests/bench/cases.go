@@ -82,15 +82,16 @@ func (b *bench) limit(ctx context.Context, c string, objs []object) ([]Record, e
 	if err := b.prepare(ctx, objs); err != nil {
 		return failed(rec, err)
 	}
-	n, d, err := b.remote.limit(ctx, objs, partSize, b.cfg.maxFetches)
+	res, err := b.plainGets(ctx, spans(objs, partSize), b.cfg.maxFetches)
 	if err != nil {
 		return failed(rec, err)
 	}
-	if want := total(objs); n != want {
-		return failed(rec, fmt.Errorf("fetched %d bytes, want %d", n, want))
+	if want := total(objs); res.Bytes != want {
+		return failed(rec, fmt.Errorf("fetched %d bytes, want %d", res.Bytes, want))
 	}
-	rec.Seconds, rec.Bytes, rec.MBps = d.Seconds(), n, MBps(n, d)
-	rec.Note = "byte counts checked, contents not kept"
+	rec.Seconds, rec.Bytes, rec.MBps = res.Wall.Seconds(), res.Bytes, MBps(res.Bytes, res.Wall)
+	rec.CPUSeconds = res.CPU.Seconds()
+	rec.Note = "a plain client in a process of its own; byte counts checked, contents not kept"
 	return []Record{rec}, nil
 }
 
@@ -654,6 +655,11 @@ func (b *bench) print(recs []Record) {
 	fmt.Println("seconds of segfs, the S3 server, the bench process (the shaping proxy, the timed reads) and the rest (cp, kernel)")
 	fmt.Println()
 	WriteCPU(os.Stdout, recs)
+	fmt.Println()
+	fmt.Println("CPU per GiB of each fetch-bound case: the fetching process's (segfs's, or the plain client's, rusage) beside the plain")
+	fmt.Println("client's for the same work in this run (the limit's for cases 1 and 2, plain-client's for the open's ranges)")
+	fmt.Println()
+	WriteCPUPerGiB(os.Stdout, recs)
 	if slices.ContainsFunc(recs, func(r Record) bool { return r.System == sysRaw || r.System == sysHybrid }) {
 		fmt.Println()
 		fmt.Println("hybrid compression (case 7): the same JSON shard pushed raw and hybrid, its largest .fdt read cold;")

@@ -117,6 +117,15 @@ func (b *bench) luceneOpen(ctx context.Context) ([]Record, error) {
 // luceneSetup builds (or reuses) the indexes and uploads the index in
 // both layouts.
 func (b *bench) luceneSetup(ctx context.Context) (*luceneSet, error) {
+	if b.lucene != nil {
+		return b.lucene, nil
+	}
+	set, err := b.luceneBuild(ctx)
+	b.lucene = set
+	return set, err
+}
+
+func (b *bench) luceneBuild(ctx context.Context) (*luceneSet, error) {
 	lu, err := harness.FindLucene()
 	if err != nil {
 		return nil, err

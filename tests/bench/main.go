@@ -66,6 +66,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == mmapChildArg {
 		os.Exit(mmapChild())
 	}
+	if len(os.Args) > 1 && os.Args[1] == plainChildArg {
+		os.Exit(plainChild())
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -212,14 +215,14 @@ func addErr(err *error, f func() error) {
 	}
 }
 
-// parseCases parses a comma-separated list of case numbers 1 to 10.
+// parseCases parses a comma-separated list of case numbers 1 to 11.
 func parseCases(s string) (map[int]bool, error) {
 	cases := map[int]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
 		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 || n > 10 {
-			return nil, fmt.Errorf("--cases %q: %q is not a case number from 1 to 10", s, f)
+		if err != nil || n < 1 || n > 11 {
+			return nil, fmt.Errorf("--cases %q: %q is not a case number from 1 to 11", s, f)
 		}
 		cases[n] = true
 	}

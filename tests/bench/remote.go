@@ -88,10 +88,11 @@ func (r *remote) getToFile(ctx context.Context, key, path string, buf []byte) (i
 	return n, errors.Join(err, f.Close())
 }
 
-// span is one ranged GET of the limit baseline.
+// span is one ranged GET of a plain client.
 type span struct {
-	key    string
-	off, n int64
+	Key string `json:"key"`
+	Off int64  `json:"off"`
+	N   int64  `json:"n"`
 }
 
 // spans cuts every object into aligned ranges of size bytes (the last of
@@ -100,17 +101,17 @@ func spans(objs []object, size int64) []span {
 	var out []span
 	for _, o := range objs {
 		for off := int64(0); off < o.Size; off += size {
-			out = append(out, span{key: o.Key, off: off, n: min(size, o.Size-off)})
+			out = append(out, span{Key: o.Key, Off: off, N: min(size, o.Size-off)})
 		}
 	}
 	return out
 }
 
-// limit fetches every object as ranged GETs of partSize bytes, conns at a
-// time, into io.Discard: no FUSE, no cache, nothing written; the most the
-// remote gives a client that keeps conns GETs in flight.
-func (r *remote) limit(ctx context.Context, objs []object, partSize int64, conns int) (int64, time.Duration, error) {
-	work := spans(objs, partSize)
+// fetch gets every span with a ranged GET, conns at a time, in order,
+// into io.Discard: no FUSE, no cache, nothing written. Cut into parts
+// (spans), it is the most the remote gives a client that keeps conns
+// GETs in flight.
+func (r *remote) fetch(ctx context.Context, work []span, conns int) (int64, time.Duration, error) {
 	next := make(chan span)
 	g, gctx := errgroup.WithContext(ctx)
 	totals := make([]int64, conns)
@@ -119,7 +120,7 @@ func (r *remote) limit(ctx context.Context, objs []object, partSize int64, conns
 		g.Go(func() error {
 			buf := make([]byte, 256<<10)
 			for s := range next {
-				n, err := r.get(gctx, s.key, s.off, s.n, io.Discard, buf)
+				n, err := r.get(gctx, s.Key, s.Off, s.N, io.Discard, buf)
 				totals[i] += n
 				if err != nil {
 					return err

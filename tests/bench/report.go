@@ -38,6 +38,9 @@ const (
 	sysLocal     = "local-file"
 	sysFileBased = "file-based"
 	sysLimit     = "limit"
+	// sysPlain fetches the same ranges as the segfs record of its case
+	// with a plain client (case 8's open ranges).
+	sysPlain     = "plain-client"
 	sysSingleGet = "single-get"
 	// Case 7 compares one shard stored raw with the same shard stored
 	// with the hybrid compression policy.
@@ -62,8 +65,8 @@ const (
 
 // caseOrder and systemOrder sort the records for the table and the file.
 var (
-	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources, casePush, caseCmpSeq, caseCmpRandom, caseLuceneOpenMmap, caseLuceneQueriesMmap, caseLuceneOpenNio, caseLuceneQueriesNio, caseRepoMount, caseRepoOpen, caseRepoAll, caseRepoCopies}
-	systemOrder = []string{sysFileBased, sysLimit, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsRestore, sysSegfsRestoreNoCache, sysSegfsSnapshot, sysSegfsRepo, sysSegfsPassthrough, sysSegfsMmap, sysSegfsOpenSearch, sysRaw, sysHybrid}
+	caseOrder   = []string{caseSeqRead, caseCopy, caseRandom, caseRandomBusy, caseWarmSeq, caseWarmRandom, caseResources, casePush, caseCmpSeq, caseCmpRandom, caseOpenRanges, caseLuceneOpenMmap, caseLuceneQueriesMmap, caseLuceneOpenNio, caseLuceneQueriesNio, caseRepoMount, caseRepoOpen, caseRepoAll, caseRepoCopies}
+	systemOrder = []string{sysFileBased, sysLimit, sysPlain, sysSingleGet, sysLocal, sysSegfs, sysSegfsAll, sysSegfsRestore, sysSegfsRestoreNoCache, sysSegfsSnapshot, sysSegfsRepo, sysSegfsPassthrough, sysSegfsMmap, sysSegfsOpenSearch, sysRaw, sysHybrid}
 )
 
 // SortRecords orders records by case, baselines before segfs within a
@@ -116,6 +119,13 @@ type Record struct {
 	// GET's (above 1 is slower).
 	RatioP50 *float64 `json:"p50_ratio_to_single_get,omitempty"`
 	RatioP99 *float64 `json:"p99_ratio_to_single_get,omitempty"`
+	// CPUSeconds is the CPU (user and system) of the process that did
+	// the case's fetching: a plain client's, or segfs's where the case
+	// measures it apart from Resources.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	// RatioPlain is this record's seconds over its case's plain-client
+	// record's (above 1 is slower).
+	RatioPlain *float64 `json:"ratio_to_plain_client,omitempty"`
 	// Resources of the segfs process during the case.
 	Resources *Resources `json:"resources,omitempty"`
 	// Compression holds case 7's figures and its ratios to raw.
@@ -195,7 +205,7 @@ func formatFloat(v float64, digits int) string {
 // WriteTable writes the records as an aligned table.
 func WriteTable(w io.Writer, recs []Record) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\tsystem\tseconds\tMB/s\tp50 ms\tp99 ms\tmax ms\tvs file-based\tvs limit\tp50 vs GET\tp99 vs GET\tvs local\tload\t")
+	fmt.Fprintln(tw, "case\tsystem\tseconds\tMB/s\tp50 ms\tp99 ms\tmax ms\tvs file-based\tvs limit\tvs plain\tp50 vs GET\tp99 vs GET\tvs local\tload\t")
 	prev := ""
 	for _, r := range recs {
 		if r.Case == caseResources || r.Compression != nil || r.System == sysRaw || r.System == sysHybrid {
@@ -207,16 +217,16 @@ func WriteTable(w io.Writer, recs []Record) error {
 		}
 		prev = r.Case
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t\n", c, r.System)
+			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t\t\n", c, r.System)
 			continue
 		}
 		var p50, p99, mx string
 		if r.Latency != nil {
 			p50, p99, mx = formatFloat(r.Latency.P50, 1), formatFloat(r.Latency.P99, 1), formatFloat(r.Latency.Max, 1)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			c, r.System, formatFloat(r.Seconds, 2), formatFloat(r.MBps, 1), p50, p99, mx,
-			FormatRatio(r.RatioFileBased), FormatRatio(r.RatioLimit), FormatRatio(r.RatioP50), FormatRatio(r.RatioP99), FormatRatio(r.RatioLocal), r.LoadAfter)
+			FormatRatio(r.RatioFileBased), FormatRatio(r.RatioLimit), FormatRatio(r.RatioPlain), FormatRatio(r.RatioP50), FormatRatio(r.RatioP99), FormatRatio(r.RatioLocal), r.LoadAfter)
 	}
 	return tw.Flush()
 }
@@ -291,6 +301,57 @@ func WriteCPU(w io.Writer, recs []Record) error {
 		other := res.MachineCPUSeconds - res.CPUSeconds - res.ServerCPUSeconds - res.BenchCPUSeconds
 		fmt.Fprintf(tw, "%s\t%s\t%.0f%%\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.Case, r.System,
 			100*res.MachineCPUSeconds/res.MachineSeconds, res.CPUSeconds, res.ServerCPUSeconds, res.BenchCPUSeconds, max(other, 0))
+	}
+	return tw.Flush()
+}
+
+// cpuSeconds is the CPU of a record's fetching process: CPUSeconds where
+// the case measured it, else the segfs process's over the case.
+func cpuSeconds(r Record) float64 {
+	if r.CPUSeconds > 0 {
+		return r.CPUSeconds
+	}
+	if r.Resources != nil {
+		return r.Resources.CPUSeconds
+	}
+	return 0
+}
+
+// plainRef is the record of a plain client doing a case's fetching: its
+// plain-client record, or the limit record of its throughputRef case.
+func plainRef(recs []Record, c string) *Record {
+	for _, sys := range []string{sysPlain, sysLimit} {
+		ref := c
+		if sys == sysLimit {
+			var ok bool
+			if ref, ok = throughputRef[c]; !ok {
+				continue
+			}
+		}
+		for i := range recs {
+			if r := &recs[i]; r.System == sys && r.Case == ref && r.Error == "" && r.CPUSeconds > 0 && r.Bytes > 0 {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// WriteCPUPerGiB writes each fetch-bound record's CPU seconds per GiB
+// (2^30 bytes) fetched or read, beside its case's plain client's, and
+// the ratio of the two.
+func WriteCPUPerGiB(w io.Writer, recs []Record) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tsystem\tGiB\tCPU s\tCPU s per GiB\tplain client's\tvs plain\t")
+	for _, r := range recs {
+		ref := plainRef(recs, r.Case)
+		cpu := cpuSeconds(r)
+		if r.Error != "" || ref == nil || r.Bytes <= 0 || cpu <= 0 || r.Case == caseResources {
+			continue
+		}
+		gib := float64(r.Bytes) / (1 << 30)
+		perGiB, refPer := cpu/gib, ref.CPUSeconds/(float64(ref.Bytes)/(1<<30))
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.2f\t%.2f\t%.2f\t%s\t\n", r.Case, r.System, gib, cpu, perGiB, refPer, FormatRatio(Ratio(perGiB, refPer)))
 	}
 	return tw.Flush()
 }
