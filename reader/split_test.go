@@ -335,7 +335,10 @@ func TestOnlyDemandSplits(t *testing.T) {
 		key := fmt.Sprintf("ahead-%d", i)
 		obj := store.put(key, randomBytes(uint64(30+i), splitPart))
 		r.fetches.startPart(obj, 0, prio)
-		waitFor(t, func() bool { st := r.sched.Stats(); return len(store.rangesOf(key)) > 0 && st.Running[prio] == 0 && st.Queued[prio] == 0 })
+		waitFor(t, func() bool {
+			st := r.sched.Stats()
+			return len(store.rangesOf(key)) > 0 && st.Running[prio] == 0 && st.Queued[prio] == 0
+		})
 		checkRanges(t, store.rangesOf(key), 1, splitPart)
 	}
 	if n := r.stats.PartsSplit.Load(); n != 0 {
