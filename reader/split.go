@@ -15,16 +15,22 @@ import (
 // its bytes at one connection's rate, so a reader waiting on one part
 // waits for one connection while idle workers do nothing: the first read
 // of a file, each small file that a copy opens in turn, a stream's first
-// parts before its readahead window has grown. So a part fetch that a
-// reader waits on (demand) and that finds workers nothing else is
-// waiting for (Scheduler.Spare at its priority) splits its part into
-// that many more ranges, of at least SplitSize bytes, and submits them
-// as tasks of its own group and priority; it fetches the first range
-// itself. A part fetched ahead of its reader (readahead) or by a fill
-// (background) is one GET: it has time, and every GET costs the client
-// and the server CPU of its own (a stream's readahead split into 4-5
-// GETs a part on loopback, and the GETs' CPU bound the read; BENCH.md).
-// A part fetch never takes a worker from queued work.
+// parts before its readahead window has grown. So a part fetch that
+// finds workers nothing else is waiting for (Scheduler.Spare at its
+// priority) splits its part into that many more ranges, of at least
+// SplitSize bytes, and submits them as tasks of its own group and
+// priority; it fetches the first range itself. A part fetched ahead of
+// a stream (readahead) is one GET: the stream's window keeps up to
+// --max-fetches parts in flight, it has time, and every GET costs the
+// client and the server CPU of their own (split, a stream's readahead
+// took 4-5 GETs a part on loopback, and the GETs' CPU bound the read;
+// BENCH.md). A fill's part (background) still splits on an idle pool:
+// a fill keeps few parts in flight. A part fetch never takes a worker
+// from queued work, so a pool kept busy fetches whole parts.
+//
+// A reader that comes to wait on a part whose fetch split raises the
+// ranges with the part, so a range still queued at background priority
+// does not wait behind other files' background work.
 //
 // The fetch that split waits for its ranges without holding a worker
 // that a range needs: once its own range is in, it takes back each range
@@ -111,7 +117,7 @@ func (pf *partFetches) fetchPart(ctx context.Context, call *partCall, buf []byte
 // last, in order, and cover [0, n).
 func (pf *partFetches) splitRanges(n int64, prio prefetch.Priority) [][2]int64 {
 	k := int64(1)
-	if prio == prefetch.Demand && pf.cfg.SplitSize > 0 && n >= 2*pf.cfg.SplitSize {
+	if prio != prefetch.Readahead && pf.cfg.SplitSize > 0 && n >= 2*pf.cfg.SplitSize {
 		k = min(n/pf.cfg.SplitSize, MaxSplit)
 		if k > 1 {
 			k = min(k, int64(pf.sched.Spare(prio))+1)

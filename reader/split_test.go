@@ -324,35 +324,79 @@ func TestSplitFetchTakesBackItsQueuedRanges(t *testing.T) {
 	}
 }
 
-// Only a fetch a reader waits on splits: a part fetched ahead of its
-// reader (readahead) or by a fill (background) is one GET, whatever the
-// idle workers. Each GET costs the client and the server as much CPU as
-// megabytes of its body on loopback, and a part fetched ahead has time.
-func TestOnlyDemandSplits(t *testing.T) {
+// A reader that comes to wait on a background part fetch that split
+// raises the ranges still queued with it: they may then run on the
+// workers background work leaves to demand, instead of waiting behind
+// other background work.
+func TestJoiningReaderRaisesQueuedRanges(t *testing.T) {
 	store := newMemStore()
-	r := newTestReader(t, store, newFakeCache(), 8, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.Open})
-	for i, prio := range []prefetch.Priority{prefetch.Background, prefetch.Readahead} {
-		key := fmt.Sprintf("ahead-%d", i)
-		obj := store.put(key, randomBytes(uint64(30+i), splitPart))
-		r.fetches.startPart(obj, 0, prio)
-		waitFor(t, func() bool {
-			st := r.sched.Stats()
-			return len(store.rangesOf(key)) > 0 && st.Running[prio] == 0 && st.Queued[prio] == 0
-		})
-		checkRanges(t, store.rangesOf(key), 1, splitPart)
+	data := randomBytes(20, splitPart)
+	obj := store.put("f", data)
+	store.gate, store.gateKey = make(chan struct{}), "f" // every GET of f waits
+	// Four workers, one kept from background work: the part's fetch and
+	// its two ranges may use three.
+	r := newTestReader(t, store, newFakeCache(), 4, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.Open})
+	release := make(chan struct{})
+	defer close(release)
+	r.hooks = &hooks{beforeSplit: func() {
+		// Two other background tasks take the background workers
+		// before the ranges are submitted, so both ranges queue.
+		started := make(chan struct{}, 2)
+		for range 2 {
+			r.sched.Submit("other", prefetch.Background, func(ctx context.Context) {
+				started <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			})
+		}
+		<-started
+		<-started
+	}}
+	r.fetches.startPart(obj, 0, prefetch.Background) // as a file's fill does
+	waitFor(t, func() bool { return r.sched.Stats().Queued[prefetch.Background] == 2 })
+
+	done := make(chan error, 1)
+	go func() {
+		got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
+		if err == nil && !bytes.Equal(got, data) {
+			err = errors.New("bytes differ")
+		}
+		done <- err
+	}()
+	// The part's fetch and a raised range run at demand, the other
+	// range waits at demand for a worker.
+	waitFor(t, func() bool {
+		st := r.sched.Stats()
+		return st.Running[prefetch.Demand] == 2 && st.Queued[prefetch.Demand] == 1 && st.Queued[prefetch.Background] == 0
+	})
+	close(store.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
-	if n := r.stats.PartsSplit.Load(); n != 0 {
-		t.Fatalf("%d part fetches split, want none", n)
+	checkRanges(t, store.rangesOf("f"), 3, splitPart)
+}
+
+// A panic in the GET a split fetch makes itself fails the part only once
+// its other ranges, which write into the same buffer, have ended: the
+// buffer goes back to the pool after that.
+func TestSplitFetchPanicWaitsForItsRanges(t *testing.T) {
+	store := newMemStore()
+	obj := store.put("bad", randomBytes(12, splitPart))
+	var running atomic.Int64
+	ps := slowRangesStore{memStore: store, running: &running, started: make(chan struct{}, 16)}
+	r := newTestReader(t, ps, newFakeCache(), 8, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.None})
+	var atPublish atomic.Int64
+	r.hooks = &hooks{afterPublish: func(*partCall) { atPublish.Store(running.Load()) }}
+	if _, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil); !errors.Is(err, ErrInternal) {
+		t.Fatalf("read: %v, want ErrInternal", err)
 	}
-	// A reader waiting on a part still splits it.
-	data := randomBytes(32, splitPart)
-	obj := store.put("demand", data)
-	got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("read: %v, or bytes differ", err)
+	if st := r.Stats(); st.PartsSplit.Load() != 1 {
+		t.Fatalf("the part fetch did not split: %+v", counters(st))
 	}
-	if n := len(store.rangesOf("demand")); n < 2 {
-		t.Fatalf("a demand read of an idle pool was %d GETs, want it split", n)
+	if n := atPublish.Load(); n != 0 {
+		t.Fatalf("%d ranges still writing into the part's buffer when its failure was published", n)
 	}
 }
 
@@ -398,4 +442,32 @@ func TestJoinBeforeSubmitRaisesTheTask(t *testing.T) {
 		t.Fatalf("queued %v: want the joined call's task at demand", st.Queued)
 	}
 	r.hooks = nil
+}
+
+// A part fetched ahead of a stream (readahead) is one GET, whatever the
+// idle workers: the stream keeps its window in flight, and each GET costs
+// the client and the server CPU of their own. A reader waiting on a part
+// still splits it.
+func TestReadaheadDoesNotSplit(t *testing.T) {
+	store := newMemStore()
+	r := newTestReader(t, store, newFakeCache(), 8, Config{PartSize: splitPart, SplitSize: 64 << 10, Prefetch: prefetch.Open})
+	obj := store.put("ahead", randomBytes(30, splitPart))
+	r.fetches.startPart(obj, 0, prefetch.Readahead)
+	waitFor(t, func() bool {
+		st := r.sched.Stats()
+		return len(store.rangesOf("ahead")) > 0 && st.Running[prefetch.Readahead] == 0 && st.Queued[prefetch.Readahead] == 0
+	})
+	checkRanges(t, store.rangesOf("ahead"), 1, splitPart)
+	if n := r.stats.PartsSplit.Load(); n != 0 {
+		t.Fatalf("%d part fetches split, want none", n)
+	}
+	data := randomBytes(32, splitPart)
+	obj = store.put("demand", data)
+	got, err := r.ReadAt(context.Background(), obj, make([]byte, splitPart), 0, nil)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read: %v, or bytes differ", err)
+	}
+	if n := len(store.rangesOf("demand")); n < 2 {
+		t.Fatalf("a demand read of an idle pool was %d GETs, want it split", n)
+	}
 }
