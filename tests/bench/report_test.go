@@ -215,7 +215,7 @@ func TestParseCases(t *testing.T) {
 	if err != nil || len(got) != 2 || !got[1] || !got[7] {
 		t.Errorf("parseCases(7, 1) = %v, %v", got, err)
 	}
-	for _, bad := range []string{"", "0", "11", "x", "1,,2"} {
+	for _, bad := range []string{"", "0", "12", "x", "1,,2"} {
 		if _, err := parseCases(bad); err == nil {
 			t.Errorf("parseCases(%q) succeeded", bad)
 		}
