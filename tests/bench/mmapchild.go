@@ -32,24 +32,9 @@ type mmapRequest struct {
 // the proxy until the fault is served, and the fault waits on the proxy.
 // The child checks the bytes against local itself.
 func mmapReadsChild(ctx context.Context, path, local string, offsets []int64, readSize int) ([]time.Duration, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("mapped reads: %w", err)
-	}
-	req, err := json.Marshal(mmapRequest{Path: path, Local: local, Offsets: offsets, ReadSize: readSize})
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, exe, mmapChildArg)
-	cmd.Stdin = bytes.NewReader(req)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("mapped reads of %s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
-	}
 	var ns []int64
-	if err := json.Unmarshal(out.Bytes(), &ns); err != nil {
-		return nil, fmt.Errorf("mapped reads of %s: child said %q: %w", path, out.String(), err)
+	if _, err := runChild(ctx, mmapChildArg, mmapRequest{Path: path, Local: local, Offsets: offsets, ReadSize: readSize}, &ns); err != nil {
+		return nil, fmt.Errorf("mapped reads of %s: %w", path, err)
 	}
 	if len(ns) != len(offsets) {
 		return nil, fmt.Errorf("mapped reads of %s: %d latencies for %d offsets", path, len(ns), len(offsets))
@@ -59,6 +44,31 @@ func mmapReadsChild(ctx context.Context, path, local string, offsets []int64, re
 		lat[i] = time.Duration(n)
 	}
 	return lat, nil
+}
+
+// runChild runs the bench binary as the child named by arg, with req as
+// JSON on its standard input, and decodes what it prints into reply. It
+// returns the child's process state, for its rusage.
+func runChild(ctx context.Context, arg string, req, reply any) (*os.ProcessState, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	in, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe, arg)
+	cmd.Stdin = bytes.NewReader(in)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	if err := json.Unmarshal(out.Bytes(), reply); err != nil {
+		return nil, fmt.Errorf("child said %q: %w", out.String(), err)
+	}
+	return cmd.ProcessState, nil
 }
 
 // mmapChild is the child's side: it reads an mmapRequest on stdin, runs

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
 )
 
@@ -48,25 +45,11 @@ type plainResult struct {
 // its own, so that its CPU is its own: the bench process also runs the
 // shaping proxy. It is the baseline of every fetch-bound case.
 func (b *bench) plainGets(ctx context.Context, spans []span, conns int) (plainResult, error) {
-	exe, err := os.Executable()
+	var rep plainReply
+	st, err := runChild(ctx, plainChildArg, plainRequest{Endpoint: b.endpoint, AccessKey: b.srv.AccessKey(), SecretKey: b.srv.SecretKey(),
+		Bucket: bucket, Conns: conns, Spans: spans}, &rep)
 	if err != nil {
 		return plainResult{}, fmt.Errorf("plain client: %w", err)
-	}
-	req, err := json.Marshal(plainRequest{Endpoint: b.endpoint, AccessKey: b.srv.AccessKey(), SecretKey: b.srv.SecretKey(),
-		Bucket: bucket, Conns: conns, Spans: spans})
-	if err != nil {
-		return plainResult{}, err
-	}
-	cmd := exec.CommandContext(ctx, exe, plainChildArg)
-	cmd.Stdin = bytes.NewReader(req)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return plainResult{}, fmt.Errorf("plain client: %w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	var rep plainReply
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		return plainResult{}, fmt.Errorf("plain client said %q: %w", out.String(), err)
 	}
 	var want int64
 	for _, s := range spans {
@@ -76,7 +59,7 @@ func (b *bench) plainGets(ctx context.Context, spans []span, conns int) (plainRe
 		return plainResult{}, fmt.Errorf("plain client: got %d bytes, want %d", rep.Bytes, want)
 	}
 	return plainResult{Wall: time.Duration(rep.Nanos), Bytes: rep.Bytes,
-		CPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}, nil
+		CPU: st.UserTime() + st.SystemTime()}, nil
 }
 
 // plainChild is the child's side.
