@@ -5,6 +5,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,10 +19,9 @@ import (
 // (prefetch.LuceneOpen), fetched ahead in blocks of RangeBlock bytes,
 // far smaller than a part. Each block is kept in memory (an LRU within
 // Config.RangeMemory bytes) and stored in the disk cache under a key
-// space of its own (the source with rangeSource appended, part size
-// RangeBlock), so it is checksummed, crash-safe, evicted and loaded
-// after a restart like any part, and a remount opens the index with no
-// GET. A read asks the tier first (Reader.read, readPart): a read that
+// space of its own (the source with rangeSource appended; pieces, below),
+// so it is checksummed, crash-safe, evicted and loaded after a restart
+// like any part, and a remount opens the index with no GET. A read asks the tier first (Reader.read, readPart): a read that
 // the tier holds or is fetching in whole is answered from it, waiting
 // for its fetch if need be, before any part fetch of the file is
 // started, joined or borrowed from; the blocks and the parts hold the
@@ -40,6 +40,64 @@ const (
 
 // rangeSource is appended to the cache source of range-tier blocks.
 const rangeSource = "\x00range-tier"
+
+// The range tier's disk files are pieces: aligned runs of 2^lvl blocks,
+// lvl below pieceLevels, each stored as the cache part of part size
+// RangeBlock<<lvl and index b>>lvl (b its first block; a piece at the
+// object's end is cut there, as a last part is). A range fetch's run of
+// blocks is stored as the fewest such pieces (pieces): a fetch of 16
+// aligned blocks is one file, where it was 16, and file creation was
+// most of the tier's CPU (docs/BENCH.md). The key of a block's piece
+// is not known from the block alone, so a lookup tries each level, the
+// largest first (diskLevel): pieceLevels lookups of the cache's index
+// at most. Level 0 is the key space of one file per block, which a
+// cache directory of an earlier segfs holds.
+const pieceLevels = 5
+
+// The largest piece is one range fetch at most.
+var _ = [1]struct{}{}[RangeFetchMax-RangeBlock<<(pieceLevels-1)]
+
+// pieceKey returns the disk cache's key of the piece of level lvl that
+// holds block k.
+func (c Config) pieceKey(k partKey, lvl int) cache.Key {
+	return cache.Key{Source: c.Source + rangeSource, Object: k.obj.key, ETag: k.obj.etag, PartSize: RangeBlock << lvl, Index: k.idx >> lvl}
+}
+
+// piece is the run of blocks [b, b+1<<lvl) of an object, cut at its end.
+type piece struct {
+	b   int64
+	lvl int
+}
+
+// pieces cuts blocks [b0, e) of an object of nb blocks into aligned
+// pieces, each the largest that starts where the last ended and holds
+// no block outside [b0, e); a piece may reach past the object's end
+// when e is nb.
+func pieces(b0, e, nb int64) []piece {
+	var out []piece
+	for b := b0; b < e; {
+		lvl := pieceLevels - 1
+		for ; lvl > 0; lvl-- {
+			if n := int64(1) << lvl; b%n == 0 && (b+n <= e || e == nb) {
+				break
+			}
+		}
+		out = append(out, piece{b: b, lvl: lvl})
+		b += int64(1) << lvl
+	}
+	return out
+}
+
+// diskLevel returns the level of a piece in the disk cache that holds
+// block k, or -1 if none does.
+func (rt *rangeTier) diskLevel(k partKey) int {
+	for lvl := pieceLevels - 1; lvl >= 0; lvl-- {
+		if rt.cache.Contains(rt.cfg.pieceKey(k, lvl)) {
+			return lvl
+		}
+	}
+	return -1
+}
 
 // rangeTier holds the blocks in memory and the fetches in flight, under
 // a lock of its own: it shares no state with parts. Lock order:
@@ -140,11 +198,6 @@ func newRangeTier(r *Reader) *rangeTier {
 	}
 }
 
-// rangeCacheKey returns the disk cache's key of a range-tier block.
-func (c Config) rangeCacheKey(k partKey) cache.Key {
-	return cache.Key{Source: c.Source + rangeSource, Object: k.obj.key, ETag: k.obj.etag, PartSize: RangeBlock, Index: k.idx}
-}
-
 // keepBlock adds a block to the memory LRU, evicting to stay in bounds.
 func (t *rangeTier) keepBlock(k partKey, data []byte) {
 	t.mu.Lock()
@@ -192,7 +245,7 @@ func (rt *rangeTier) covered(k partKey) bool {
 	if f, ok := rt.holder(k); f != nil || ok {
 		return true
 	}
-	return rt.cache.Contains(rt.cfg.rangeCacheKey(k))
+	return rt.diskLevel(k) >= 0
 }
 
 // fetchRange fetches rg's blocks that no tier holds and no fetch is
@@ -272,11 +325,14 @@ func (rt *rangeTier) startFetch(obj fetcher.Object, group string, b0, b1 int64, 
 // bytes.
 func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *rangeFetch, open bool) {
 	lo, hi := f.b0*RangeBlock, min((f.b1+1)*RangeBlock, obj.Size)
-	rt.cfg.Logger.Debug("range fetch", "key", obj.Key, "off", lo, "len", hi-lo) // the bench's plain client fetches what these name
+	start := time.Now()
 	buf := make([]byte, hi-lo)
 	err := guard(fmt.Sprintf("fetch %s [%d,%d) for the range tier", obj.Key, lo, hi), func() error {
 		return rt.store.ReadRange(ctx, obj, lo, buf)
 	})
+	// One line per GET, failed or not: the bench's plain client fetches
+	// what these name.
+	rt.cfg.Logger.Debug("range fetch", "key", obj.Key, "off", lo, "len", hi-lo, "took", time.Since(start), "ok", err == nil)
 	select {
 	case <-rt.stop:
 		err = ErrClosed // nothing is stored after Close
@@ -339,13 +395,18 @@ type blockWrite struct {
 	blocks [][]byte
 }
 
-// storeBlocks stores w's blocks in the disk cache, each a cache part of
-// its own.
+// storeBlocks stores w's blocks in the disk cache as pieces.
 func (rt *rangeTier) storeBlocks(w blockWrite) {
-	for i, data := range w.blocks {
-		k := keyOfPart(w.obj, w.b0+int64(i))
-		if err := rt.cache.PutSummed(context.Background(), rt.cfg.rangeCacheKey(k), data, nil); err != nil {
-			rt.cfg.Logger.Debug("range-tier block not cached", "key", w.obj.Key, "block", w.b0+int64(i), "err", err)
+	nb := (w.obj.Size + RangeBlock - 1) / RangeBlock
+	e := w.b0 + int64(len(w.blocks))
+	for _, pc := range pieces(w.b0, e, nb) {
+		blocks := w.blocks[pc.b-w.b0 : min(pc.b+int64(1)<<pc.lvl, e)-w.b0]
+		data := blocks[0]
+		if len(blocks) > 1 {
+			data = slices.Concat(blocks...) // one piece at a time: at most RangeFetchMax bytes
+		}
+		if err := rt.cache.PutSummed(context.Background(), rt.cfg.pieceKey(keyOfPart(w.obj, pc.b), pc.lvl), data, nil); err != nil {
+			rt.cfg.Logger.Debug("range-tier piece not cached", "key", w.obj.Key, "block", pc.b, "blocks", len(blocks), "err", err)
 		}
 	}
 }
@@ -505,7 +566,7 @@ func (rt *rangeTier) readAt(ctx context.Context, obj objKey, p []byte, a int64) 
 	for b := b0; b <= b1; b++ {
 		bk := partKey{obj: obj, idx: b}
 		f, inMemory := rt.holder(bk)
-		if f == nil && !inMemory && !rt.cache.Contains(rt.cfg.rangeCacheKey(bk)) {
+		if f == nil && !inMemory && rt.diskLevel(bk) < 0 {
 			return false, nil
 		}
 		if f != nil && (len(waits) == 0 || waits[len(waits)-1] != f) {
@@ -523,26 +584,42 @@ func (rt *rangeTier) readAt(ctx context.Context, obj objKey, p []byte, a int64) 
 			return false, err
 		}
 	}
-	for b := b0; b <= b1; b++ {
+	fetched := func(b int64) bool { return from != nil && from[b-b0] != nil }
+	for b := b0; b <= b1; {
 		bk := partKey{obj: obj, idx: b}
 		lo, hi := max(a, b*RangeBlock), min(end, (b+1)*RangeBlock)
 		dst := p[lo-a : hi-a]
-		if from != nil && from[b-b0] != nil {
+		if fetched(b) {
 			f := from[b-b0]
 			if f.blocks == nil {
 				return false, nil // the fetch failed: the read goes on to the part tiers
 			}
 			copy(dst, f.blocks[b-f.b0][lo-b*RangeBlock:])
+			b++
 			continue
 		}
 		if rt.memBlock(bk, dst, lo-b*RangeBlock) {
 			markTier(ctx, TierMemory)
+			b++
 			continue
 		}
-		if _, ok, err := rt.cache.ReadAt(ctx, rt.cfg.rangeCacheKey(bk), dst, lo-b*RangeBlock); err != nil || !ok {
+		// From the block's piece, with the blocks after it that the same
+		// piece holds, in one read.
+		lvl := rt.diskLevel(bk)
+		if lvl < 0 {
+			return false, nil // evicted meanwhile
+		}
+		start, e := b>>lvl<<lvl, b+1
+		for e <= b1 && e < start+int64(1)<<lvl && !fetched(e) {
+			e++
+		}
+		hi = min(end, e*RangeBlock)
+		dst = p[lo-a : hi-a]
+		if n, ok, err := rt.cache.ReadAt(ctx, rt.cfg.pieceKey(bk, lvl), dst, lo-start*RangeBlock); err != nil || !ok || n != len(dst) {
 			return false, nil // evicted meanwhile, or damaged (the cache removed it)
 		}
 		markTier(ctx, TierDisk)
+		b = e
 	}
 	rt.stats.RangeTierHits.Add(1)
 	rt.lastActive.Store(time.Now().UnixNano())

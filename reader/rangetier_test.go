@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ func TestRangeTierServesAnOpenAndSurvives(t *testing.T) {
 		return r.Stats().RangesPrefetched.Load() == 3 && store.inflight.Load() == 0 && r.Stats().InflightParts.Load() == 0
 	})
 	waitFor(t, func() bool {
-		return pc.Contains(r.cfg.rangeCacheKey(keyOfPart(big, 0))) && pc.Contains(r.cfg.rangeCacheKey(keyOfPart(big, (big.Size-1)/RangeBlock)))
+		return r.rtier.diskLevel(keyOfPart(big, 0)) >= 0 && r.rtier.diskLevel(keyOfPart(big, (big.Size-1)/RangeBlock)) >= 0
 	})
 	gets := store.counters.Gets.Load()
 	for _, rd := range headTailReads(big.Size) {
@@ -100,7 +101,7 @@ func TestRangeTierDamagedBlock(t *testing.T) {
 	r.SeenDir(Dir{dir})
 	tail := keyOfPart(big, (big.Size-1)/RangeBlock)
 	waitFor(t, func() bool {
-		return pc.Contains(r.cfg.rangeCacheKey(keyOfPart(big, 0))) && pc.Contains(r.cfg.rangeCacheKey(tail))
+		return r.rtier.diskLevel(keyOfPart(big, 0)) >= 0 && r.rtier.diskLevel(tail) >= 0
 	})
 	r.Close()
 	pc.Close()
@@ -306,5 +307,110 @@ func TestDeferredFillsAreBounded(t *testing.T) {
 	}
 	if r.Stats().StartedBack.Load() == 0 {
 		t.Fatalf("no fill started within %v of reads and opens every 10 ms", time.Since(start))
+	}
+}
+
+// pieces cuts a run into aligned pieces that cover it exactly, the
+// fewest of them, and reaches past the run only at the object's end.
+func TestPieces(t *testing.T) {
+	for _, c := range []struct {
+		b0, e, nb int64
+		want      []piece
+	}{
+		{0, 16, 100, []piece{{0, 4}}},
+		{0, 1, 100, []piece{{0, 0}}},
+		{16, 32, 100, []piece{{16, 4}}},
+		{3, 16, 100, []piece{{3, 0}, {4, 2}, {8, 3}}},
+		{4, 13, 100, []piece{{4, 2}, {8, 2}, {12, 0}}},
+		{91, 100, 100, []piece{{91, 0}, {92, 2}, {96, 4}}}, // at the end: one piece, cut there
+		{88, 97, 97, []piece{{88, 3}, {96, 4}}}, // the last piece is cut at the object's end
+		{80, 83, 83, []piece{{80, 4}}},
+	} {
+		got := pieces(c.b0, c.e, c.nb)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("pieces(%d, %d, %d) = %v, want %v", c.b0, c.e, c.nb, got, c.want)
+		}
+	}
+	// Every run of up to a fetch's blocks: covered exactly, in order,
+	// each piece aligned and within the run or cut at the object's end.
+	const nb = 70
+	for b0 := int64(0); b0 < nb; b0++ {
+		for e := b0 + 1; e <= min(nb, b0+RangeFetchMax/RangeBlock); e++ {
+			next := b0
+			for _, pc := range pieces(b0, e, nb) {
+				n := int64(1) << pc.lvl
+				if pc.b != next || pc.b%n != 0 || pc.lvl >= pieceLevels || (pc.b+n > e && e != nb) {
+					t.Fatalf("pieces(%d, %d, %d): bad piece %v", b0, e, nb, pc)
+				}
+				next = min(pc.b+n, e)
+			}
+			if next != e {
+				t.Fatalf("pieces(%d, %d, %d) ends at %d", b0, e, nb, next)
+			}
+		}
+	}
+}
+
+// A fetch's blocks are stored as pieces: a run of 16 aligned blocks is
+// one file, and every block reads back from disk, alone and in reads
+// that span pieces; a cache written one file per block still serves.
+func TestRangeTierStoresPieces(t *testing.T) {
+	store, files, dir, cdir := rangeTierTest(t)
+	big, data := dir.Files[0], files["_0.fdt"]
+	nb := (big.Size + RangeBlock - 1) / RangeBlock
+	pc := openCacheAt(t, cdir)
+	r := newTestReader(t, store, pc, 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None})
+	blocks := func(b0, b1 int64) [][]byte {
+		var out [][]byte
+		for b := b0; b <= b1; b++ {
+			out = append(out, data[b*RangeBlock:min((b+1)*RangeBlock, big.Size)])
+		}
+		return out
+	}
+	parts := func() int {
+		n := 0
+		filepath.Walk(cdir, func(p string, info os.FileInfo, err error) error {
+			if err == nil && !info.IsDir() && filepath.Ext(p) == ".part" {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	r.rtier.storeBlocks(blockWrite{obj: big, b0: 0, blocks: blocks(0, 15)})
+	if n := parts(); n != 1 {
+		t.Fatalf("16 aligned blocks stored as %d files, want 1", n)
+	}
+	if lvl := r.rtier.diskLevel(keyOfPart(big, 7)); lvl != pieceLevels-1 {
+		t.Errorf("block 7 found at level %d, want %d", lvl, pieceLevels-1)
+	}
+	// The object's last blocks, from an unaligned start: 3 pieces.
+	r.rtier.storeBlocks(blockWrite{obj: big, b0: nb - 7, blocks: blocks(nb-7, nb-1)})
+	if got, want := parts(), 1+len(pieces(nb-7, nb, nb)); got != want {
+		t.Errorf("%d files after the tail, want %d", got, want)
+	}
+	// One file per block, as an earlier segfs stored them.
+	for b := int64(20); b < 22; b++ {
+		if err := pc.PutSummed(context.Background(), r.cfg.pieceKey(keyOfPart(big, b), 0), blocks(b, b)[0], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lvl := r.rtier.diskLevel(keyOfPart(big, 16)); lvl != -1 {
+		t.Errorf("block 16, never stored, found at level %d", lvl)
+	}
+	for _, rd := range [][2]int64{{0, 100}, {RangeBlock - 10, 20}, {0, 16 * RangeBlock}, {5 * RangeBlock, 3*RangeBlock + 7},
+		{20 * RangeBlock, 2 * RangeBlock}, {20*RangeBlock + 1, RangeBlock}, {(nb-7)*RangeBlock + 3, big.Size - (nb-7)*RangeBlock - 3}, {big.Size - 1, 1}} {
+		p := make([]byte, rd[1])
+		ok, err := r.rtier.readAt(context.Background(), keyOfObject(big), p, rd[0])
+		if err != nil || !ok || !bytes.Equal(p, data[rd[0]:rd[0]+rd[1]]) {
+			t.Errorf("read [%d, +%d) from the pieces: ok %v, err %v, or wrong bytes", rd[0], rd[1], ok, err)
+		}
+	}
+	// A read that needs a block no piece holds is not the tier's.
+	if ok, _ := r.rtier.readAt(context.Background(), keyOfObject(big), make([]byte, 2*RangeBlock), 15*RangeBlock); ok {
+		t.Error("a read of blocks 15 and 16 served with block 16 on no tier")
+	}
+	if gets := store.counters.Gets.Load(); gets != 0 {
+		t.Errorf("%d GETs; the reads should come from the disk cache", gets)
 	}
 }
