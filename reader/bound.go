@@ -14,8 +14,8 @@ type Bound struct {
 	// Ranges: the buffers of cold small reads' own-range GETs, one per
 	// worker; with SegmentPrefetch also the range tier's blocks, in
 	// memory (Config.RangeMemory) and in flight: a running range fetch holds
-	// its GET's buffer and the blocks cut from it, at most
-	// RangeFetchMax each, one fetch per worker; and the blocks queued
+	// its GET's buffer, at most RangeFetchMax, one fetch per worker (its
+	// blocks are slices of it, in the LRU too); and the fetches queued
 	// for the disk cache, at most RangeMemory more (those the LRU let
 	// go before they were written).
 	Ranges int64
@@ -35,7 +35,7 @@ func (r *Reader) MemoryBound() Bound {
 		Frames: r.cfg.Frames.CacheBytes + r.cfg.Frames.DecodeBytes,
 	}
 	if r.cfg.SegmentPrefetch {
-		b.Ranges += 2*w*RangeFetchMax + 2*r.cfg.RangeMemory
+		b.Ranges += w*RangeFetchMax + 2*r.cfg.RangeMemory
 	}
 	return b
 }

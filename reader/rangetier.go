@@ -1,11 +1,9 @@
 package reader
 
 import (
-	"bytes"
 	"container/list"
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,10 +114,14 @@ type rangeTier struct {
 	// 0 before.
 	first atomic.Int64
 
-	mu     sync.Mutex
-	lru    list.List                 // of *rangeBlock, most recently used first
+	mu sync.Mutex
+	// lru holds the bytes of range fetches, a fetch's GET buffer as one
+	// entry, so a block in memory is a slice of its fetch's buffer, not a
+	// copy, and an entry's bytes are freed whole. blocks maps each block
+	// to the entry holding it.
+	lru    list.List                 // of *rangeEntry, most recently used first
 	blocks map[partKey]*list.Element // by object and block index
-	bytes  int64                     // INVARIANT: the sum of the blocks' lengths, at most cfg.RangeMemory
+	bytes  int64                     // INVARIANT: the sum of the entries' lengths, at most cfg.RangeMemory
 	// fetching holds, for each block a range fetch is getting, that
 	// fetch, from its submission until its blocks are stored: a read of
 	// those bytes waits for it instead of fetching them again.
@@ -178,10 +180,22 @@ func deferredKey(f prefetch.Fill) string {
 	return k
 }
 
-type rangeBlock struct {
-	key  partKey
+// rangeEntry is the bytes of blocks b0 on of an object, as one range
+// fetch got them.
+type rangeEntry struct {
+	obj  objKey
+	b0   int64
 	data []byte
 }
+
+// block returns block b's bytes in e.
+func (e *rangeEntry) block(b int64) []byte {
+	lo := (b - e.b0) * RangeBlock
+	return e.data[lo:min(lo+RangeBlock, int64(len(e.data)))]
+}
+
+// nblocks is how many blocks e holds.
+func (e *rangeEntry) nblocks() int64 { return (int64(len(e.data)) + RangeBlock - 1) / RangeBlock }
 
 // rangeFetch is one GET of blocks b0 to b1 of an object for the tier.
 type rangeFetch struct {
@@ -198,23 +212,32 @@ func newRangeTier(r *Reader) *rangeTier {
 	}
 }
 
-// keepBlock adds a block to the memory LRU, evicting to stay in bounds.
-func (t *rangeTier) keepBlock(k partKey, data []byte) {
+// keepFetch adds the bytes of a range fetch, blocks b0 on of obj, to the
+// memory LRU, evicting whole entries to stay in bounds. A block another
+// entry holds stays with that one.
+func (t *rangeTier) keepFetch(obj objKey, b0 int64, data []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.blocks[k]; ok {
-		return
-	}
 	if int64(len(data)) > t.cfg.RangeMemory {
 		return // kept on disk only
 	}
 	for t.bytes+int64(len(data)) > t.cfg.RangeMemory && t.lru.Len() > 0 {
-		old := t.lru.Remove(t.lru.Back()).(*rangeBlock)
-		delete(t.blocks, old.key)
+		el := t.lru.Back()
+		old := t.lru.Remove(el).(*rangeEntry)
+		for i := range old.nblocks() {
+			if k := (partKey{obj: old.obj, idx: old.b0 + i}); t.blocks[k] == el {
+				delete(t.blocks, k)
+			}
+		}
 		t.bytes -= int64(len(old.data))
 	}
-	t.blocks[k] = t.lru.PushFront(&rangeBlock{key: k, data: data})
+	el := t.lru.PushFront(&rangeEntry{obj: obj, b0: b0, data: data})
 	t.bytes += int64(len(data))
+	for i := range el.Value.(*rangeEntry).nblocks() {
+		if k := (partKey{obj: obj, idx: b0 + i}); t.blocks[k] == nil {
+			t.blocks[k] = el
+		}
+	}
 }
 
 // memBlock copies block k's bytes at off into p, if the LRU has it.
@@ -226,7 +249,7 @@ func (t *rangeTier) memBlock(k partKey, p []byte, off int64) bool {
 		return false
 	}
 	t.lru.MoveToFront(el)
-	copy(p, el.Value.(*rangeBlock).data[off:])
+	copy(p, el.Value.(*rangeEntry).block(k.idx)[off:])
 	return true
 }
 
@@ -342,11 +365,11 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 	if err == nil {
 		rt.stats.RangeTierBytes.Add(int64(len(buf)))
 		rt.stats.FetchedBytes.Add(int64(len(buf)))
+		e := &rangeEntry{obj: keyOfObject(obj), b0: f.b0, data: buf}
 		for b := f.b0; b <= f.b1; b++ {
-			data := bytes.Clone(buf[(b-f.b0)*RangeBlock : min((b-f.b0+1)*RangeBlock, int64(len(buf)))]) // exact bytes in the LRU
-			blocks = append(blocks, data)
-			rt.keepBlock(keyOfPart(obj, b), data)
+			blocks = append(blocks, e.block(b))
 		}
+		rt.keepFetch(e.obj, e.b0, buf)
 	} else if ctx.Err() == nil {
 		rt.cfg.Logger.Debug("range-tier fetch failed", "key", obj.Key, "err", err)
 	}
@@ -364,8 +387,8 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 		fills = rt.releaseLocked()
 	}
 	var n int64
-	for _, data := range blocks {
-		n += int64(len(data))
+	if blocks != nil {
+		n = int64(len(buf))
 	}
 	// Once the tier is closed the task stores its own blocks: the
 	// scheduler's Close waits for it, not for the writer.
@@ -374,7 +397,7 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 		if len(rt.queue) == 0 {
 			rt.queuedAt = time.Now().UnixNano()
 		}
-		rt.queue = append(rt.queue, blockWrite{obj: obj, b0: f.b0, blocks: blocks})
+		rt.queue = append(rt.queue, blockWrite{obj: obj, b0: f.b0, data: buf})
 		rt.queuedBytes += n
 	}
 	rt.kickLocked()
@@ -383,30 +406,26 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 		rt.stats.OpenPrefetchNanos.Store(time.Now().UnixNano() - first)
 	}
 	rt.startFills(fills)
-	if !queued {
-		rt.storeBlocks(blockWrite{obj: obj, b0: f.b0, blocks: blocks})
+	if !queued && blocks != nil {
+		rt.storeBlocks(blockWrite{obj: obj, b0: f.b0, data: buf})
 	}
 }
 
 // blockWrite is a range fetch's blocks, to store in the disk cache.
 type blockWrite struct {
-	obj    fetcher.Object
-	b0     int64
-	blocks [][]byte
+	obj  fetcher.Object
+	b0   int64
+	data []byte // blocks b0 on, as the fetch got them; nil if it failed
 }
 
 // storeBlocks stores w's blocks in the disk cache as pieces.
 func (rt *rangeTier) storeBlocks(w blockWrite) {
 	nb := (w.obj.Size + RangeBlock - 1) / RangeBlock
-	e := w.b0 + int64(len(w.blocks))
+	e := w.b0 + (int64(len(w.data))+RangeBlock-1)/RangeBlock
 	for _, pc := range pieces(w.b0, e, nb) {
-		blocks := w.blocks[pc.b-w.b0 : min(pc.b+int64(1)<<pc.lvl, e)-w.b0]
-		data := blocks[0]
-		if len(blocks) > 1 {
-			data = slices.Concat(blocks...) // one piece at a time: at most RangeFetchMax bytes
-		}
-		if err := rt.cache.PutSummed(context.Background(), rt.cfg.pieceKey(keyOfPart(w.obj, pc.b), pc.lvl), data, nil); err != nil {
-			rt.cfg.Logger.Debug("range-tier piece not cached", "key", w.obj.Key, "block", pc.b, "blocks", len(blocks), "err", err)
+		lo, hi := (pc.b-w.b0)*RangeBlock, min((pc.b+int64(1)<<pc.lvl-w.b0)*RangeBlock, int64(len(w.data)))
+		if err := rt.cache.PutSummed(context.Background(), rt.cfg.pieceKey(keyOfPart(w.obj, pc.b), pc.lvl), w.data[lo:hi], nil); err != nil {
+			rt.cfg.Logger.Debug("range-tier piece not cached", "key", w.obj.Key, "block", pc.b, "bytes", hi-lo, "err", err)
 		}
 	}
 }
@@ -465,10 +484,7 @@ func (rt *rangeTier) writeQueued() {
 		rt.queue = rt.queue[1:]
 		rt.mu.Unlock()
 		rt.storeBlocks(w)
-		var n int64
-		for _, data := range w.blocks {
-			n += int64(len(data))
-		}
+		n := int64(len(w.data))
 		rt.mu.Lock()
 		rt.queuedBytes -= n // counted until written: the LRU may have let them go
 		if len(rt.queue) > 0 {

@@ -323,7 +323,7 @@ func TestPieces(t *testing.T) {
 		{3, 16, 100, []piece{{3, 0}, {4, 2}, {8, 3}}},
 		{4, 13, 100, []piece{{4, 2}, {8, 2}, {12, 0}}},
 		{91, 100, 100, []piece{{91, 0}, {92, 2}, {96, 4}}}, // at the end: one piece, cut there
-		{88, 97, 97, []piece{{88, 3}, {96, 4}}}, // the last piece is cut at the object's end
+		{88, 97, 97, []piece{{88, 3}, {96, 4}}},            // the last piece is cut at the object's end
 		{80, 83, 83, []piece{{80, 4}}},
 	} {
 		got := pieces(c.b0, c.e, c.nb)
@@ -360,13 +360,7 @@ func TestRangeTierStoresPieces(t *testing.T) {
 	nb := (big.Size + RangeBlock - 1) / RangeBlock
 	pc := openCacheAt(t, cdir)
 	r := newTestReader(t, store, pc, 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None})
-	blocks := func(b0, b1 int64) [][]byte {
-		var out [][]byte
-		for b := b0; b <= b1; b++ {
-			out = append(out, data[b*RangeBlock:min((b+1)*RangeBlock, big.Size)])
-		}
-		return out
-	}
+	blocks := func(b0, b1 int64) []byte { return data[b0*RangeBlock : min((b1+1)*RangeBlock, big.Size)] }
 	parts := func() int {
 		n := 0
 		filepath.Walk(cdir, func(p string, info os.FileInfo, err error) error {
@@ -377,7 +371,7 @@ func TestRangeTierStoresPieces(t *testing.T) {
 		})
 		return n
 	}
-	r.rtier.storeBlocks(blockWrite{obj: big, b0: 0, blocks: blocks(0, 15)})
+	r.rtier.storeBlocks(blockWrite{obj: big, b0: 0, data: blocks(0, 15)})
 	if n := parts(); n != 1 {
 		t.Fatalf("16 aligned blocks stored as %d files, want 1", n)
 	}
@@ -385,13 +379,13 @@ func TestRangeTierStoresPieces(t *testing.T) {
 		t.Errorf("block 7 found at level %d, want %d", lvl, pieceLevels-1)
 	}
 	// The object's last blocks, from an unaligned start: 3 pieces.
-	r.rtier.storeBlocks(blockWrite{obj: big, b0: nb - 7, blocks: blocks(nb-7, nb-1)})
+	r.rtier.storeBlocks(blockWrite{obj: big, b0: nb - 7, data: blocks(nb-7, nb-1)})
 	if got, want := parts(), 1+len(pieces(nb-7, nb, nb)); got != want {
 		t.Errorf("%d files after the tail, want %d", got, want)
 	}
 	// One file per block, as an earlier segfs stored them.
 	for b := int64(20); b < 22; b++ {
-		if err := pc.PutSummed(context.Background(), r.cfg.pieceKey(keyOfPart(big, b), 0), blocks(b, b)[0], nil); err != nil {
+		if err := pc.PutSummed(context.Background(), r.cfg.pieceKey(keyOfPart(big, b), 0), blocks(b, b), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -412,5 +406,37 @@ func TestRangeTierStoresPieces(t *testing.T) {
 	}
 	if gets := store.counters.Gets.Load(); gets != 0 {
 		t.Errorf("%d GETs; the reads should come from the disk cache", gets)
+	}
+}
+
+// The memory LRU keeps a fetch's buffer as one entry within
+// RangeMemory, evicts whole entries, maps a block to the entry that had
+// it first, and keeps none larger than the bound.
+func TestRangeTierMemoryEntries(t *testing.T) {
+	store, files, dir, _ := rangeTierTest(t)
+	big, data := dir.Files[0], files["_0.fdt"]
+	r := newTestReader(t, store, nil, 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None, RangeMemory: 5 * RangeBlock})
+	rt, obj := r.rtier, keyOfObject(big)
+	span := func(b0, n int64) []byte { return data[b0*RangeBlock : (b0+n)*RangeBlock] }
+	has := func(b int64) bool {
+		p := make([]byte, 10)
+		ok := rt.memBlock(partKey{obj: obj, idx: b}, p, 5)
+		if ok && !bytes.Equal(p, data[b*RangeBlock+5:b*RangeBlock+15]) {
+			t.Fatalf("block %d: wrong bytes from memory", b)
+		}
+		return ok
+	}
+	rt.keepFetch(obj, 0, span(0, 3))
+	rt.keepFetch(obj, 2, span(2, 2)) // block 2 stays with the first entry
+	if !has(0) || !has(2) || !has(3) || rt.bytes != 5*RangeBlock {
+		t.Fatalf("after two entries: blocks 0, 2, 3 in memory %v %v %v, %d bytes", has(0), has(2), has(3), rt.bytes)
+	}
+	rt.keepFetch(obj, 10, span(10, 1)) // evicts the oldest entry, blocks 0-2
+	if has(0) || has(1) || !has(3) || !has(10) || rt.bytes != 3*RangeBlock {
+		t.Fatalf("after eviction: blocks 0, 1 gone %v %v, 3 and 10 kept %v %v, %d bytes", !has(0), !has(1), has(3), has(10), rt.bytes)
+	}
+	rt.keepFetch(obj, 20, span(20, 6)) // larger than the bound: not kept
+	if has(20) || rt.bytes > 5*RangeBlock {
+		t.Errorf("an entry over the bound kept: %v, %d bytes", has(20), rt.bytes)
 	}
 }
