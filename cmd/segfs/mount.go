@@ -35,7 +35,7 @@ type mountCmd struct {
 	BackgroundFetches   int           `name:"background-fetches" placeholder:"N" help:"Most of the --max-fetches that background work (the rest of opened files; every file with --prefetch all) may hold; the others stay free for reads that wait and for readahead. Default: three quarters of --max-fetches; with --prefetch all, all but one."`
 	SplitSize           byteSize      `name:"split-size" default:"1MiB" help:"When fetch workers are idle, a part fetch splits into GETs of at least this size run in parallel on them (at most 8), so that a reader waiting on one part waits for several connections instead of one; a busy pool fetches whole parts. 0 fetches every part with one GET."`
 	Prefetch            string        `name:"prefetch" default:"open" enum:"none,open,all" help:"Background fetching: none; open (the rest of each opened file, and the next 32 files of one part or less after it in its directory); all (every file after mounting, small files first)."`
-	SegmentPrefetch     bool          `name:"segment-prefetch" default:"true" negatable:"" help:"When a directory holding a Lucene index is first looked up, listed or has a file opened (for --layout opensearch, at mount), fetch at once what opening the index reads, as the kernel asks for it: of every file the head and the tail that a page fault reads around (--readahead, in --max-read requests; 1MiB and 516KiB by default), or the whole file where they meet, kept in a range tier in memory and in the cache; reads wait for these fetches rather than fetching again. In every --prefetch mode; --no-segment-prefetch turns it off."`
+	SegmentPrefetch     bool          `name:"segment-prefetch" default:"true" negatable:"" help:"When a directory holding a Lucene index is first looked up, listed or has a file opened (the mount's root, and a shard's directory of --layout opensearch or snapshot, at mount), fetch at once what opening the index reads, as the kernel asks for it: of every file the head and the tail that a page fault reads around (--readahead, in --max-read requests; 1MiB and 516KiB by default), or the whole file where they meet, kept in a range tier in memory and in the cache; reads wait for these fetches rather than fetching again. In every --prefetch mode; --no-segment-prefetch turns it off."`
 	RangeMemory         byteSize      `name:"range-memory" default:"64MiB" help:"Memory for the heads and tails fetched ahead for index opens (--segment-prefetch), so that an open after the mount-time prefetch reads no disk; the rest of them are read from the cache. 0 keeps none in memory."`
 	MemoryCache         byteSize      `name:"memory-cache" default:"64MiB" help:"Memory for parts the disk cache cannot take (a full disk); 0 keeps none."`
 	FrameCache          byteSize      `name:"frame-cache" default:"64MiB" help:"Memory for decoded seekable-zstd frames kept for later reads; a frame larger than this is never kept (it is decoded for each read that needs it). 0 keeps none."`
@@ -243,9 +243,12 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	}
 	log.Info("mounted", "source", store.String(), "mountpoint", c.Mountpoint,
 		"cache", pc.Dir(), "prefetch", c.Prefetch, "max_fetches", c.MaxFetches, "passthrough", rd.Passthrough())
-	if src.index {
-		root.Seen() // the mount is the shard's index directory: its open first
-	}
+	// The mount's root is seen at mount: when it is an index's directory
+	// (a shard's layout, or a plain prefix holding one index) its open is
+	// what the mount is for, and its ranges are fetched while the engine
+	// starts up, as an ls of the root would. A root without an index
+	// plans nothing.
+	root.Seen()
 	rd.Serve(root.Entries())
 	control, err := startControl(c.controlFlags, c.Mountpoint, controlLimits(), eng, root, log)
 	if err != nil {

@@ -96,7 +96,6 @@ type source struct {
 	entries []entry.Entry
 	keys    int               // keys listed, for the memory bound
 	shard   *layout.Shard     // the resolved shard; nil for the plain layout
-	index   bool              // the mount's root is one index's directory (a shard's layout)
 	sums    map[string]uint64 // a snapshot's recorded checksums, by file name
 	// problems are the layout's files its store does not hold as its
 	// metadata says (with tolerate; else openSource fails).
@@ -196,7 +195,7 @@ func openShard(ctx context.Context, src string, f layoutFlags, cfg fetcher.Confi
 	if err := shard.Err(); err != nil && !tolerate {
 		return nil, err
 	}
-	out := &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), shard: shard, index: true, problems: shard.Problems}
+	out := &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), shard: shard, problems: shard.Problems}
 	if o.Metadata == "" || o.Metadata == "newest" {
 		// The metadata prefix's requests count with the data's: one
 		// source in /stats.
@@ -266,5 +265,5 @@ func openSnapshot(ctx context.Context, src string, f layoutFlags, cfg fetcher.Co
 	if err := shard.Err(); err != nil && !tolerate {
 		return nil, err
 	}
-	return &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), index: true, sums: shard.Checksums, problems: shard.Problems}, nil
+	return &source{store: shard.Data, entries: shard.Entries, keys: len(shard.Entries), sums: shard.Checksums, problems: shard.Problems}, nil
 }

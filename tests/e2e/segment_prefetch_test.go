@@ -44,8 +44,9 @@ func openReads(t *testing.T, dir string, files map[string][]byte) {
 	}
 }
 
-// After one listing of an index directory (a plain layout) or the mount
-// of a shard (the OpenSearch layout), the reads of a Lucene open take no
+// After one listing of an index directory (a plain layout), the mount of
+// a plain prefix that is the index, or the mount of a shard (the
+// OpenSearch layout), the reads of a Lucene open take no
 // GET: the small files were fetched whole and the heads and tails of the
 // large ones into the range tier, and with --prefetch none nothing of
 // their bodies. A remount on the same cache serves the same reads with
@@ -114,6 +115,17 @@ func TestSegmentPrefetchServesAnOpen(t *testing.T) {
 			})
 		})
 	}
+	// A plain mount whose root is the index's directory is seen at
+	// mount: the open's ranges are fetched before anything is listed.
+	t.Run("plain, the mount's root", func(t *testing.T) {
+		bucket := newBucket(t, srv)
+		objs := map[string][]byte{}
+		for n, b := range files {
+			objs["index/"+n] = b
+		}
+		putObjects(t, srv, bucket, objs)
+		check(t, "s3://"+bucket+"/index", "", func(string) {})
+	})
 	t.Run("opensearch", func(t *testing.T) {
 		bucket := newBucket(t, srv)
 		o := osremote.Options{Base: "repo", IndexUUID: osIndexUUID, Shard: 0, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1, Version: 2, Seed: 51}
