@@ -20,7 +20,8 @@ func TestLayers(t *testing.T) {
 		"entry": 1, "prefetch": 1, "push": 1,
 		"reader": 2, "snapshot": 2,
 		"fs": 3, "layout": 3, "restore": 3,
-		"cmd/segfs": 4,
+		"view":      4, // what a mount shows: a layout's shapes, resolved through fetcher
+		"cmd/segfs": 5,
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").Output()
 	if err != nil {

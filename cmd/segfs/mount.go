@@ -14,10 +14,9 @@ import (
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
-	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
-	"github.com/segfs/segfs/snapshot"
+	"github.com/segfs/segfs/view"
 )
 
 // mountCmd is `segfs mount`.
@@ -95,13 +94,17 @@ func checkFetchFlags(partSize byteSize, maxFetches int) error {
 }
 
 func (c *mountCmd) validate() error {
-	if err := c.layoutFlags.check(); err != nil {
+	spec := c.spec(c.Source)
+	if err := spec.Check(); err != nil {
 		return err
 	}
-	if c.repository() || c.snapshotRepository() {
+	if c.Refresh > 0 {
+		if err := spec.Fixed(); err != nil {
+			return fmt.Errorf("--refresh: %w", err)
+		}
+	}
+	if spec.Tree() {
 		switch {
-		case c.Refresh > 0 && c.snapshotRepository():
-			return fmt.Errorf("--refresh: a snapshot never changes; a snapshot repository mount finds a snapshot taken after it at its lookup")
 		case prefetch.Mode(c.Prefetch) == prefetch.All:
 			return fmt.Errorf("--prefetch all: a repository mount resolves its shards as they are used and has no listing to sweep; warm a shard's directory with segfs warm")
 		case c.MaxShards < 1:
@@ -116,8 +119,6 @@ func (c *mountCmd) validate() error {
 	switch {
 	case c.Refresh < 0:
 		return fmt.Errorf("--refresh %v: must be 0 (off) or a positive interval", c.Refresh)
-	case c.Refresh > 0 && c.Layout == "opensearch" && c.Metadata != "newest" && c.Metadata != "":
-		return fmt.Errorf("--refresh with --metadata %s: a mount of a named metadata file shows that commit for good; --metadata newest follows the shard", c.Metadata)
 	case c.KeepRemoved < 0:
 		return fmt.Errorf("--keep-removed %v: must not be negative", c.KeepRemoved)
 	case c.BackgroundFetches < 0 || c.BackgroundFetches > max(c.MaxFetches-1, 1):
@@ -182,22 +183,21 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	var src *source
-	var tree segfs.Lazy
-	switch {
-	case c.repository():
-		src, tree, err = openRepository(ctx, c.Source, c.layoutFlags, c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log), c.MaxShards, log)
-	case c.snapshotRepository():
-		src, tree, err = openSnapshotRepository(ctx, c.Source, c.layoutFlags, c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log), c.MaxShards, log)
-	default:
-		src, err = openSource(ctx, c.Source, c.layoutFlags, c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log), c.MaxFetches, false, log)
-	}
+	spec := c.spec(c.Source)
+	v, err := view.Open(ctx, spec, view.Options{Store: c.storeFlags.config(c.IdleTimeout, c.MaxFetches*2, log),
+		Parallel: c.MaxFetches, MaxShards: c.MaxShards, Log: log})
 	if err != nil {
 		return err
 	}
-	store := src.store
+	store := v.Store()
+	var entries []entry.Entry
+	if v.Depth() == 0 {
+		if entries, err = v.Files(ctx, ""); err != nil {
+			return err
+		}
+	}
 
-	eng, err := newEngine(c.engineConfig(store, src.keys), log)
+	eng, err := newEngine(c.engineConfig(store, v.Keys()), log)
 	if err != nil {
 		return err
 	}
@@ -205,10 +205,10 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	pc, rd := eng.disk, eng.rd
 	checkFileLimit(fileNeedOf(c), log)
 
-	root := segfs.NewRoot(src.entries, rd, c.attr(), log)
-	if tree != nil {
+	root := segfs.NewRoot(entries, rd, c.attr(), log)
+	if v.Depth() > 0 {
 		// The memory bound grows with the files of the shards looked up.
-		root.SetLazy(tree, segfs.LazyLimits{AdmitFiles: func(files int) error { eng.relisted(files); return nil }, MaxDirs: c.MaxDirs})
+		root.SetLazy(v, segfs.LazyLimits{AdmitFiles: func(files int) error { eng.relisted(files); return nil }, MaxDirs: c.MaxDirs})
 	}
 
 	var metrics *metricsServer
@@ -258,19 +258,11 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		defer control.Close()
 	}
 	var refr *refresher
-	if rt, ok := tree.(*repoTree); ok {
-		// Each shard shown follows its newest metadata file.
-		refr = startRefresher(&refresher{root: root, rd: rd, eng: eng, interval: c.Refresh, keep: c.KeepRemoved, index: true, log: log,
-			shards: func(ctx context.Context) (map[string][]entry.Entry, int, func(map[string]bool), error) {
-				return rt.newer(ctx, c.MaxFetches)
-			}})
-		defer refr.Close()
-	}
-	if src.relist != nil {
-		r := &refresher{list: src.relist, root: root, rd: rd, eng: eng, interval: c.Refresh, log: log}
-		if src.shard != nil {
+	if f := v.Follows(); f.Refresh {
+		r := &refresher{v: v, root: root, rd: rd, relisted: eng.relisted, interval: c.Refresh, log: log}
+		if f.Commits {
 			// Readers of the commit before still hold its files.
-			r.keep, r.index = c.KeepRemoved, true
+			r.keep = c.KeepRemoved
 		}
 		refr = startRefresher(r)
 		defer refr.Close() // before the control socket, the metrics and the engine close
@@ -503,35 +495,15 @@ func (c *mountCmd) engineConfig(store fetcher.Store, keys int) engineConfig {
 		keys:      keys,
 		listeners: c.listeners(),
 		dirs:      c.lazyDirs(),
-		resolve:   c.resolveMemory(),
+		resolve:   c.spec(c.Source).ResolveMemory(),
 	}
-}
-
-// resolveMemory is what reading and decoding metadata may hold while
-// the mount serves: for a repository mount resolveSlots shard
-// resolutions (or refreshes of a shard), each a metadata file at its
-// worst, and for a snapshot repository its root index-N as held and one
-// reading of a newer one (a listing of the root, one at a time); for a
-// one-shard OpenSearch mount the one newer metadata file a refresh (or
-// SIGHUP) reads; 0 for another mount, whose metadata is read before the
-// engine starts and never again.
-func (c *mountCmd) resolveMemory() int64 {
-	switch {
-	case c.snapshotRepository():
-		return resolveSlots*snapshot.MaxDecoded + snapshot.MaxIndexNBuilt + snapshot.MaxIndexNDecoded
-	case c.repository():
-		return resolveSlots * layout.MaxMetadataDecoded
-	case c.Layout == "opensearch":
-		return layout.MaxMetadataDecoded
-	}
-	return 0
 }
 
 // lazyDirs is how many directories the tree may show: --max-dirs for a
 // repository mount, whose directories are made as they are listed; 0
 // for another, whose directories follow its keys (the Tree term).
 func (c *mountCmd) lazyDirs() int {
-	if c.repository() || c.snapshotRepository() {
+	if c.spec(c.Source).Tree() {
 		return c.MaxDirs
 	}
 	return 0

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"maps"
 	"path"
@@ -11,10 +10,9 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/entry"
-	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
-	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/view"
 )
 
 // refreshPrefetchWait bounds how long a new commit of an index waits
@@ -28,16 +26,12 @@ const refreshPrefetchWait = 2 * time.Second
 // once, then at debug while the failures go on) and tried again at the
 // next interval or SIGHUP; the view stays the last good one.
 type refresher struct {
-	list func(ctx context.Context, prev []entry.Entry) (entries []entry.Entry, keys int, err error)
-	// shards, instead of list, follows a repository mount's shards: the
-	// entries of those with a newer commit, by directory (repoTree.newer).
-	shards   func(ctx context.Context) (updates map[string][]entry.Entry, files int, commit func(applied map[string]bool), err error)
+	v        view.View
 	root     *segfs.Root
 	rd       *reader.Reader
-	eng      *engine
-	interval time.Duration // 0: on SIGHUP only
-	keep     time.Duration // how long a name a newer listing dropped stays (--keep-removed)
-	index    bool          // the mount is one index's directory: prefetch a new commit's open at once
+	relisted func(keys int) // the memory bound follows the view's keys (engine.relisted)
+	interval time.Duration  // 0: on SIGHUP only
+	keep     time.Duration  // how long a name a newer commit dropped stays (--keep-removed)
 	log      *slog.Logger
 
 	kick   chan struct{}
@@ -46,54 +40,6 @@ type refresher struct {
 	once   sync.Once
 
 	failing bool // the last refresh failed; only the run goroutine uses it
-}
-
-// plainLister lists a plain layout's store as the mount did, keeping
-// what it knows of the versions listed before (entry.FromObjectsAfter):
-// an idle store costs one listing per refresh.
-func plainLister(store fetcher.Store, parallel int, log *slog.Logger) func(context.Context, []entry.Entry) ([]entry.Entry, int, error) {
-	return func(ctx context.Context, prev []entry.Entry) ([]entry.Entry, int, error) {
-		objects, err := store.List(ctx)
-		if err != nil {
-			return nil, 0, fmt.Errorf("list %s: %w", store, err)
-		}
-		entries, err := entry.FromObjectsAfter(ctx, store, objects, prev, parallel, log)
-		return entries, len(objects), err
-	}
-}
-
-// shardLister follows an OpenSearch shard mounted at its newest
-// metadata file: each call lists the metadata prefix (the store
-// openMetadata opens, once) and, when a newer metadata file is there,
-// resolves it as the mount did, checking only the blobs it does not
-// already show (layout.Newer). A metadata file whose blobs are not all
-// there as it says fails the refresh: the view never shows a partial
-// commit.
-func shardLister(cur *layout.Shard, openMetadata func(context.Context) (fetcher.Store, error), parallel int, log *slog.Logger) func(context.Context, []entry.Entry) ([]entry.Entry, int, error) {
-	var md fetcher.Store
-	return func(ctx context.Context, _ []entry.Entry) ([]entry.Entry, int, error) {
-		if md == nil {
-			st, err := openMetadata(ctx)
-			if err != nil {
-				return nil, 0, fmt.Errorf("metadata of the shard at %s: %w", cur.MetadataPath, err)
-			}
-			md = st
-		}
-		next, err := layout.Newer(ctx, md, cur, parallel)
-		if err != nil {
-			return nil, 0, err
-		}
-		if next == nil {
-			return cur.Entries, len(cur.Entries), nil
-		}
-		if err := next.Err(); err != nil {
-			return nil, 0, err
-		}
-		log.Info("newer metadata file", "metadata", next.MetadataFile, "generation", next.Metadata.Generation,
-			"files", len(next.Entries), "was", cur.MetadataFile)
-		cur = next
-		return cur.Entries, len(cur.Entries), nil
-	}
 }
 
 // startRefresher starts r's goroutine; Close stops it.
@@ -161,15 +107,12 @@ func (r *refresher) run(ctx context.Context) {
 	}
 }
 
-// refresh lists the store and applies what changed. It returns when the
-// first kept name is due, and false if the listing failed (the tree,
-// and what it keeps, stay).
+// refresh asks the view for its next state and applies what changed.
+// It returns when the first kept name is due, and false if the view
+// could not be read (the tree, and what it keeps, stay).
 func (r *refresher) refresh(ctx context.Context) (time.Time, bool) {
-	if r.shards != nil {
-		return r.refreshShards(ctx)
-	}
 	start := time.Now()
-	entries, keys, err := r.list(ctx, r.root.Entries())
+	u, err := r.v.Next(ctx, r.root.Entries())
 	if err != nil {
 		if ctx.Err() == nil { // else closing
 			r.failed(err)
@@ -180,33 +123,42 @@ func (r *refresher) refresh(ctx context.Context) (time.Time, bool) {
 		r.log.Info("refresh works again")
 		r.failing = false
 	}
-	r.eng.relisted(keys)
-	if r.index && !segfs.Diff(r.root.Listed(), segfs.Shown(entries, slog.New(slog.DiscardHandler))).Empty() {
-		// A new commit: what opening it reads first, so that an engine
-		// that finds its segments_N opens it from memory; bounded, so
-		// that a slow store does not hold the view back for long.
-		pctx, cancel := context.WithTimeout(ctx, refreshPrefetchWait)
-		err := r.rd.PrefetchOpen(pctx, entries)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			r.log.Info("a new commit shows before all of its open's ranges are fetched", "waited", refreshPrefetchWait)
-		}
+	r.relisted(u.Keys)
+	if u.Dirs != nil {
+		return r.refreshDirs(ctx, u, start)
 	}
-	c, next := r.root.RefreshKeeping(entries, r.keep, time.Now())
+	commits := r.v.Follows().Commits
+	if commits && !segfs.Diff(r.root.Listed(), segfs.Shown(u.Entries, slog.New(slog.DiscardHandler))).Empty() {
+		// A new commit: what opening it reads first, so that an engine
+		// that finds its segments_N opens it from memory.
+		r.prefetchOpen(ctx, u.Entries)
+	}
+	c, next := r.root.RefreshKeeping(u.Entries, r.keep, time.Now())
 	took := time.Since(start).Round(time.Millisecond)
 	if c.Empty() {
-		r.log.Debug("refreshed: nothing changed", "files", len(entries), "took", took)
+		r.log.Debug("refreshed: nothing changed", "files", len(u.Entries), "took", took)
 		return next, true
 	}
 	// The prefetch policies see the new versions as the mount's files
 	// (--prefetch all fetches them).
 	r.rd.Serve(append(c.Added[:len(c.Added):len(c.Added)], c.Changed...))
-	if r.index && len(c.Added)+len(c.Changed) > 0 {
+	if commits && len(c.Added)+len(c.Changed) > 0 {
 		r.root.Seen() // a new commit of the index: its open's ranges now
 	}
 	r.log.Info("refreshed", "added", len(c.Added), "changed", len(c.Changed), "removed", len(c.Removed),
 		"kept", r.root.Stats().FilesKept.Load(), "files", len(r.root.Entries()), "hidden", c.Hidden, "took", took)
 	return next, true
+}
+
+// prefetchOpen fetches what opening a new commit's files reads before
+// it shows; bounded, so that a slow store does not hold the view back
+// for long.
+func (r *refresher) prefetchOpen(ctx context.Context, entries []entry.Entry) {
+	pctx, cancel := context.WithTimeout(ctx, refreshPrefetchWait)
+	defer cancel()
+	if err := r.rd.PrefetchOpen(pctx, entries); err != nil && ctx.Err() == nil {
+		r.log.Info("a new commit shows before all of its open's ranges are fetched", "waited", refreshPrefetchWait)
+	}
 }
 
 // failed counts and logs a refresh that changed nothing.
@@ -220,44 +172,27 @@ func (r *refresher) failed(err error) {
 	r.failing = true
 }
 
-// refreshShards is refresh for a repository mount: the shards shown
-// with a newer commit get its files (what opening it reads fetched
-// first, as for one shard), in one change of the tree that keeps every
-// other file as it is, those of a shard resolved meanwhile included;
-// the directories listed so far list again at their next use, so that
-// new indices and shards show.
-func (r *refresher) refreshShards(ctx context.Context) (time.Time, bool) {
-	start := time.Now()
-	updates, files, commit, err := r.shards(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			r.failed(err)
-		}
-		return time.Time{}, false
-	}
-	if r.failing {
-		r.log.Info("refresh works again")
-		r.failing = false
-	}
+// refreshDirs applies a tree's update: the shards shown with a newer
+// commit get its files (what opening it reads fetched first, as for one
+// shard), in one change of the tree that keeps every other file as it
+// is, those of a shard resolved meanwhile included; the directories
+// listed so far list again at their next use, so that new indices and
+// shards show.
+func (r *refresher) refreshDirs(ctx context.Context, u *view.Update, start time.Time) (time.Time, bool) {
 	r.root.Relist()
-	r.eng.relisted(files)
 	var fresh []entry.Entry
-	for _, es := range updates {
+	for _, es := range u.Dirs {
 		fresh = append(fresh, es...)
 	}
 	if len(fresh) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, refreshPrefetchWait)
-		if err := r.rd.PrefetchOpen(pctx, fresh); err != nil && ctx.Err() == nil {
-			r.log.Info("a new commit shows before all of its open's ranges are fetched", "waited", refreshPrefetchWait)
-		}
-		cancel()
+		r.prefetchOpen(ctx, fresh)
 	}
 	applied := map[string]bool{}
 	c, next := r.root.RefreshWith(func(listed []entry.Entry) []entry.Entry {
 		out := make([]entry.Entry, 0, len(listed)+len(fresh))
 		for _, e := range listed {
 			dir := path.Dir(e.Name) + "/"
-			if _, ok := updates[dir]; ok {
+			if _, ok := u.Dirs[dir]; ok {
 				applied[dir] = true // shown: its new commit replaces it
 				continue
 			}
@@ -266,17 +201,17 @@ func (r *refresher) refreshShards(ctx context.Context) (time.Time, bool) {
 		// A shard not shown yet (resolved, its files not added) takes
 		// its own resolution, and this update again at the next refresh.
 		for _, dir := range slices.Sorted(maps.Keys(applied)) {
-			out = append(out, updates[dir]...)
+			out = append(out, u.Dirs[dir]...)
 		}
 		return out
 	}, r.keep, time.Now())
-	commit(applied)
+	u.Commit(applied)
 	took := time.Since(start).Round(time.Millisecond)
 	if c.Deferred {
 		// Lookups held the tree for reading all of viewWait (each only
 		// while it reads or changes the tree); the shards with a newer
 		// commit are asked again at the next refresh.
-		r.log.Info("refresh deferred: lookups hold the tree", "shards", len(updates), "took", took)
+		r.log.Info("refresh deferred: lookups hold the tree", "shards", len(u.Dirs), "took", took)
 		return next, true
 	}
 	if c.Empty() {

@@ -16,6 +16,7 @@ import (
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
 	"github.com/segfs/segfs/restore"
+	"github.com/segfs/segfs/view"
 )
 
 // restoreCmd is `segfs restore`: the flags, the engine's wiring and the
@@ -47,7 +48,7 @@ func (c *restoreCmd) validate() error {
 	case c.Dest == "":
 		return errors.New("DEST_DIR must not be empty")
 	}
-	if err := c.layoutFlags.check(); err != nil {
+	if err := c.spec(c.Source).Check(); err != nil {
 		return err
 	}
 	if _, err := fetcher.ParseSource(c.Source); err != nil {
@@ -110,11 +111,11 @@ func summaryLine(s *restore.Summary) string {
 // summary.
 func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.File) (*restore.Summary, error) {
 	start := time.Now()
-	src, err := openSource(ctx, c.Source, c.layoutFlags, c.storeFlags.config(0, c.MaxFetches*2, log), c.MaxFetches, false, log)
+	src, err := view.Resolve(ctx, c.spec(c.Source), view.Options{Store: c.storeFlags.config(0, c.MaxFetches*2, log), Parallel: c.MaxFetches, Log: log})
 	if err != nil {
 		return nil, err
 	}
-	files := restore.Plan(segfs.Shown(src.entries, log), src.checksums())
+	files := restore.Plan(segfs.Shown(src.Entries, log), src.Sums)
 
 	minFree, minFreeFraction, err := parseMinFree(c.CacheMinFree)
 	if err != nil {
@@ -123,7 +124,7 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	destCfg := restore.DestConfig{Path: c.Dest, Identity: c.identity(src), KeepExtra: c.KeepExtra,
 		CacheMinFreeBytes: minFree, CacheMinFreeFraction: minFreeFraction, Logger: log}
 	if !c.NoCache {
-		if destCfg.CacheDir, err = c.cacheFlags.dir(fetcher.CacheSource(src.store)); err != nil {
+		if destCfg.CacheDir, err = c.cacheFlags.dir(fetcher.CacheSource(src.Store)); err != nil {
 			return nil, err
 		}
 	}
@@ -143,7 +144,7 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	}
 
 	ecfg := engineConfig{
-		store: src.store,
+		store: src.Store,
 		sched: prefetch.Config{Workers: c.MaxFetches},
 		reader: reader.Config{
 			PartSize: int64(c.PartSize),
@@ -158,7 +159,7 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 			// kept for later reads.
 			Frames: reader.FrameConfig{CacheBytes: 0},
 		},
-		keys: src.keys,
+		keys: src.Keys,
 		// restore's own buffer of a part per worker, and the checks of
 		// an earlier run's files.
 		own: int64(restoreWorkers(c.MaxFetches))*int64(c.PartSize) + restore.PresentCheckers*lucene.CheckChunk,
@@ -191,11 +192,11 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	for _, f := range todo {
 		total += f.Size()
 	}
-	log.Info("restoring", "source", src.store.String(), "dest", dest.Path(), "files", len(todo), "bytes", total,
+	log.Info("restoring", "source", src.Store.String(), "dest", dest.Path(), "files", len(todo), "bytes", total,
 		"present", sum.Skipped, "verify", c.Verify, "cache", cacheDir, "max_fetches", c.MaxFetches, "part_size", int64(c.PartSize))
 	syncErr := dest.Run(ctx, rd, files, todo, restore.Config{PartSize: int64(c.PartSize), Workers: restoreWorkers(c.MaxFetches),
 		Level: restore.Level(c.Verify), Progress: errOut}, sum)
-	counters := src.store.Counters()
+	counters := src.Store.Counters()
 	sum.Gets, sum.GetBytes, sum.Retries = counters.Gets.Load(), counters.GetBytes.Load(), counters.Retries.Load()
 	sum.Took = time.Since(start)
 	return sum, syncErr
@@ -205,15 +206,8 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 // source with the service it is on (fetcher.CacheSource: two services
 // can have buckets of one name) and without credentials, and for a
 // layout the shard.
-func (c *restoreCmd) identity(src *source) string {
-	id := fetcher.CacheSource(src.store)
-	switch c.Layout {
-	case "opensearch":
-		id += fmt.Sprintf(" layout=%s index-uuid=%s shard=%d", c.Layout, c.IndexUUID, c.Shard)
-	case "snapshot":
-		id += fmt.Sprintf(" layout=%s snapshot=%s index=%s shard=%d", c.Layout, c.Snapshot, c.Index, c.Shard)
-	}
-	return id
+func (c *restoreCmd) identity(src *view.Resolved) string {
+	return fetcher.CacheSource(src.Store) + c.spec(c.Source).Identity()
 }
 
 // restoreWorkers is how many pieces are fetched and written at once

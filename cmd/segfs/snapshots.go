@@ -13,6 +13,7 @@ import (
 
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/snapshot"
+	"github.com/segfs/segfs/view"
 )
 
 // snapshotsCmd lists what a snapshot repository holds.
@@ -42,7 +43,7 @@ func (c *snapshotsCmd) Run(log *slog.Logger) error {
 	if c.MaxShards < 1 {
 		return &exitError{2, fmt.Errorf("--max-shards %d: must be at least 1", c.MaxShards)}
 	}
-	open, _, base, err := repository(c.Source, c.storeFlags.config(0, c.MaxFetches*2, log))
+	open, _, base, err := view.RepositoryOpener(c.Source, c.storeFlags.config(0, c.MaxFetches*2, log))
 	if err != nil {
 		return &exitError{2, err}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/segfs/segfs/lucene"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/view"
 )
 
 // verifyCmd is `segfs verify`.
@@ -75,7 +76,7 @@ func (c *verifyCmd) Run(log *slog.Logger) error {
 	if c.MaxFetches < 1 || c.MaxFetches > 1024 {
 		return &exitError{2, fmt.Errorf("--max-fetches %d: must be between 1 and 1024", c.MaxFetches)}
 	}
-	if err := c.layoutFlags.check(); err != nil {
+	if err := c.spec(c.Source).Check(); err != nil {
 		return &exitError{2, err}
 	}
 	var files []verifyFile
@@ -113,13 +114,13 @@ func (c *verifyCmd) Run(log *slog.Logger) error {
 // results already known (files of the metadata missing or of another
 // length), and what to close after.
 func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyFile, []verifyResult, func(), error) {
-	src, err := openSource(ctx, c.Source, c.layoutFlags, c.storeFlags.config(0, c.MaxFetches*2, log), c.MaxFetches, true, log)
+	src, err := view.Resolve(ctx, c.spec(c.Source), view.Options{Store: c.storeFlags.config(0, c.MaxFetches*2, log), Parallel: c.MaxFetches, Tolerate: true, Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	var known []verifyResult
-	expected := src.checksums()
-	for _, p := range src.problems {
+	expected := src.Sums
+	for _, p := range src.Problems {
 		r := verifyResult{Name: p.File.Name, Size: p.File.Length, Expected: lucene.FormatChecksum(p.File.Checksum), Status: statusDamaged, Problem: p.Detail}
 		if p.Missing {
 			r.Status = statusMissing
@@ -127,19 +128,19 @@ func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyF
 		known = append(known, r)
 	}
 	eng, err := newEngine(engineConfig{
-		store:  src.store,
+		store:  src.Store,
 		cache:  &c.cacheFlags,
 		sched:  prefetch.Config{Workers: c.MaxFetches},
 		reader: reader.Config{Prefetch: prefetch.None},
-		keys:   src.keys,
+		keys:   src.Keys,
 		own:    int64(c.checkers()) * lucene.CheckChunk, // a --deep check's buffer per file checked at once
 	}, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	rd, closeFn := eng.rd, eng.Close
-	files := make([]verifyFile, 0, len(src.entries))
-	for _, e := range src.entries {
+	files := make([]verifyFile, 0, len(src.Entries))
+	for _, e := range src.Entries {
 		vf := verifyFile{name: e.Name, size: e.Size()}
 		if sum, ok := expected[e.Name]; ok && e.Inline == nil {
 			vf.expected = &sum

@@ -1,4 +1,4 @@
-package main
+package view
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -17,17 +16,11 @@ import (
 	"github.com/segfs/segfs/snapshot"
 )
 
-// snapshotRepository reports whether the flags name a whole snapshot
-// repository: --layout snapshot with no --index and no --shard.
-func (f layoutFlags) snapshotRepository() bool {
-	return f.Layout == "snapshot" && f.Index == "" && f.Shard < 0
-}
-
-// snapTree is the tree of a snapshot repository mount (segfs.Lazy):
-// MOUNTPOINT/<snapshot>/<index>/<shard>/, each shard resolved at its
-// first lookup as --layout snapshot resolves one. Every shard reads
-// through one store, the repository's root, whose PartsStore shows the
-// files stored in parts as they resolve.
+// snapTree is the view of a whole snapshot repository:
+// <snapshot>/<index>/<shard>/, each shard resolved at its first lookup
+// as a snapshot shard's view resolves one. Every shard reads through
+// one store, the repository's root, whose PartsStore shows the files
+// stored in parts as they resolve.
 type snapTree struct {
 	top    fetcher.Store
 	parts  layout.PartsStore
@@ -40,27 +33,39 @@ type snapTree struct {
 	badGen int64                // a newer generation whose index-N could not be parsed; -1 for none
 }
 
-// openSnapshotRepository opens the repository form of --layout
-// snapshot: the root store, its index-N read at once (a repository that
-// is not one fails the mount).
-func openSnapshotRepository(ctx context.Context, src string, f layoutFlags, cfg fetcher.Config, maxShards int, log *slog.Logger) (*source, *snapTree, error) {
-	if f.Snapshot != "newest" && f.Snapshot != "" {
-		return nil, nil, fmt.Errorf("--snapshot %s: a mount of the whole repository shows every snapshot; name --index and --shard too to mount one shard of it", f.Snapshot)
+// openSnapshotRepository opens the root store and reads its index-N at
+// once: a repository that is not one fails Open.
+func openSnapshotRepository(ctx context.Context, spec Spec, o Options) (View, error) {
+	if spec.Snapshot != "newest" && spec.Snapshot != "" {
+		return nil, fmt.Errorf("--snapshot %s: a mount of the whole repository shows every snapshot; name --index and --shard too to mount one shard of it", spec.Snapshot)
 	}
-	top, base, err := repositoryRoot(ctx, src, cfg)
+	top, base, err := repositoryRoot(ctx, spec.Source, o.Store)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	repo, err := layout.ReadSnapshotRoot(ctx, top, base)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	t := &snapTree{top: top, parts: layout.NewPartsStore(top), base: base, budget: newShardBudget(maxShards), log: log, repo: repo, badGen: -1}
-	log.Info("snapshot repository", "source", top.String(), "generation", repo.Generation, "snapshots", len(repo.Snapshots), "indices", len(repo.Indices))
-	return &source{store: t.parts}, t, nil
+	t := &snapTree{top: top, parts: layout.NewPartsStore(top), base: base, budget: newShardBudget(o.maxShards()), log: o.Log, repo: repo, badGen: -1}
+	o.Log.Info("snapshot repository", "source", top.String(), "generation", repo.Generation, "snapshots", len(repo.Snapshots), "indices", len(repo.Indices))
+	return t, nil
 }
 
-// Depth implements segfs.Lazy: snapshots, their indices, their shards.
+func (t *snapTree) Store() fetcher.Store { return t.parts }
+func (t *snapTree) Keys() int            { return 0 }
+
+// Follows: a snapshot never changes; one taken since shows at the
+// root's next listing (Dirs reads a newer index-N).
+func (t *snapTree) Follows() Follow { return Follow{} }
+
+func (t *snapTree) Next(ctx context.Context, _ []entry.Entry) (*Update, error) {
+	return nil, errors.New("a snapshot repository's view has no refresh: its root's listing finds new snapshots")
+}
+
+func (t *snapTree) All(ctx context.Context) (*Resolved, error) { return nil, ErrOneShard }
+
+// Depth: snapshots, their indices, their shards.
 func (t *snapTree) Depth() int { return 3 }
 
 func (t *snapTree) root() *snapshot.Repository {
@@ -72,8 +77,8 @@ func (t *snapTree) root() *snapshot.Repository {
 // reread reads the root again if the repository has a newer generation
 // (index.latest: one small GET when it has not), and returns the root
 // as it now is. A newer index-N that cannot be parsed is logged and
-// never fetched again (it does not change once written): the root
-// read before stays.
+// never fetched again (it does not change once written): the root read
+// before stays.
 func (t *snapTree) reread(ctx context.Context) (*snapshot.Repository, error) {
 	t.mu.Lock()
 	gen, bad := t.repo.Generation, t.badGen
@@ -112,7 +117,7 @@ func snapshotDirs(repo *snapshot.Repository, log *slog.Logger) []string {
 		switch {
 		case s.State != snapshot.StateSuccess:
 		case count[s.Name] > 1:
-			log.Warn("snapshot name given to more than one snapshot: none of them is shown", "snapshot", quoteName(s.Name), "snapshots", count[s.Name], "generation", repo.Generation)
+			log.Warn("snapshot name given to more than one snapshot: none of them is shown", "snapshot", s.Name, "snapshots", count[s.Name], "generation", repo.Generation)
 			count[s.Name] = -1 // said once
 		case count[s.Name] < 0:
 		default:
@@ -125,7 +130,7 @@ func snapshotDirs(repo *snapshot.Repository, log *slog.Logger) []string {
 // pick returns the snapshot and index a directory path names: the one
 // snapshot of that very name (no name stands for another, "newest"
 // included).
-func (t *snapTree) pick(repo *snapshot.Repository, snap, index string) (snapshot.SnapshotInfo, snapshot.IndexInfo, error) {
+func pick(repo *snapshot.Repository, snap, index string) (snapshot.SnapshotInfo, snapshot.IndexInfo, error) {
 	info, ok := repo.Named(snap)
 	if !ok {
 		return info, snapshot.IndexInfo{}, fmt.Errorf("%w: no snapshot %q of one name in the repository (generation %d)", layout.ErrLayout, snap, repo.Generation)
@@ -137,9 +142,9 @@ func (t *snapTree) pick(repo *snapshot.Repository, snap, index string) (snapshot
 	return info, ix, nil
 }
 
-// Dirs implements segfs.Lazy: the successful snapshots, in the order
-// they were taken (the root read again when the repository has a newer
-// generation); a snapshot's indices; an index's shards in it.
+// Dirs: the successful snapshots, in the order they were taken (the
+// root read again when the repository has a newer generation); a
+// snapshot's indices; an index's shards in it.
 func (t *snapTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
 	if dir == "" {
@@ -164,7 +169,7 @@ func (t *snapTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 		slices.Sort(names)
 		return names, nil
 	}
-	info, ix, err := t.pick(repo, parts[0], parts[1])
+	info, ix, err := pick(repo, parts[0], parts[1])
 	if err != nil {
 		return nil, err
 	}
@@ -172,48 +177,44 @@ func (t *snapTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 	return shardNames(shards), err
 }
 
-// Has implements segfs.Lazy: every directory of a snapshot repository
-// is listed, so a name its listing lacks is absent (a snapshot taken
-// since shows at the next listing).
+// Has: every directory of a snapshot repository is listed, so a name
+// its listing lacks is absent (a snapshot taken since shows at the next
+// listing).
 func (t *snapTree) Has(dir, name string) bool { return false }
 
-// Files implements segfs.Lazy: one shard of one index of one snapshot,
-// at most maxShards in all, its keys below the root.
+// Files: one shard of one index of one snapshot, at most
+// Options.MaxShards in all, its keys below the root.
 func (t *snapTree) Files(ctx context.Context, dir string) ([]entry.Entry, error) {
 	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
 	if len(parts) != 3 {
 		return nil, fmt.Errorf("%s is not a shard's directory", dir)
 	}
-	shard, err := strconv.Atoi(parts[2])
+	shard, err := shardDir(dir, parts[2])
 	if err != nil {
-		return nil, fmt.Errorf("%s is not a shard's directory", dir)
-	}
-	if err := t.budget.take(); err != nil {
 		return nil, err
 	}
-	repo := t.root()
-	info, ix, err := t.pick(repo, parts[0], parts[1])
-	if err != nil {
-		t.budget.give()
-		return nil, err
-	}
-	// Resolved in the repository narrowed to that one snapshot and index,
-	// so that no name of the directory path can stand for another
-	// snapshot, and a resolution waiting for its slot holds nothing of a
-	// root a newer generation replaced.
-	ix.Snapshots = []string{info.UUID}
-	one := &snapshot.Repository{Generation: repo.Generation, Snapshots: []snapshot.SnapshotInfo{info}, Indices: map[string]snapshot.IndexInfo{parts[1]: ix}}
-	open := func(ctx context.Context, sub string) (fetcher.Store, error) { return fetcher.Sub(t.top, sub) }
 	var sh *layout.SnapshotShard
-	err = t.budget.resolve(ctx, func() (err error) {
-		sh, err = layout.Snapshot{Name: info.Name, Index: parts[1], Shard: shard}.ResolveIn(ctx, open, t.base, one, t.log)
-		return err
+	var base string
+	err = t.budget.resolveShard(ctx, func() error {
+		repo := t.root()
+		info, ix, err := pick(repo, parts[0], parts[1])
+		if err != nil {
+			return err
+		}
+		// Resolved in the repository narrowed to that one snapshot and
+		// index, so that no name of the directory path can stand for
+		// another snapshot, and a resolution holds nothing of a root a
+		// newer generation replaced.
+		ix.Snapshots = []string{info.UUID}
+		one := &snapshot.Repository{Generation: repo.Generation, Snapshots: []snapshot.SnapshotInfo{info}, Indices: map[string]snapshot.IndexInfo{parts[1]: ix}}
+		open := func(ctx context.Context, sub string) (fetcher.Store, error) { return fetcher.Sub(t.top, sub) }
+		if sh, err = (layout.Snapshot{Name: info.Name, Index: parts[1], Shard: shard}).ResolveIn(ctx, open, t.base, one, t.log); err != nil {
+			return err
+		}
+		base = sh.Path
+		return sh.Err()
 	})
-	if err == nil {
-		err = sh.Err()
-	}
 	if err != nil {
-		t.budget.give()
 		return nil, err
 	}
 	out := make([]entry.Entry, len(sh.Entries))
@@ -223,12 +224,12 @@ func (t *snapTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 			if ps, ok := sh.Joined[e.Obj.Key]; ok {
 				full := make([]fetcher.Object, len(ps))
 				for j, p := range ps {
-					p.Key = path.Join(sh.Path, p.Key)
+					p.Key = path.Join(base, p.Key)
 					full[j] = p
 				}
-				e.Obj = t.parts.Add(path.Join(sh.Path, e.Obj.Key), full)
+				e.Obj = t.parts.Add(path.Join(base, e.Obj.Key), full)
 			} else {
-				e.Obj.Key = path.Join(sh.Path, e.Obj.Key)
+				e.Obj.Key = path.Join(base, e.Obj.Key)
 			}
 		}
 		out[i] = e
