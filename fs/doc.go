@@ -9,6 +9,13 @@
 //   - file.go: file nodes and handles: an open becomes a reader.Handle,
 //     a read goes to it and its reply is sent from the engine's buffer
 //     when it lends one; the passthrough mode of a node.
+//   - view.go: a refresh of the tree in one step (Diff, Refresh,
+//     RefreshWith, the names kept for --keep-removed); guard.go: the
+//     view lock LOOKUP and READDIRPLUS hold for reading, so that a
+//     refresh's change excludes them.
+//   - lazy.go: a tree resolved as it is used (Lazy, which a view.View
+//     of a repository implements): directories listed and shards'
+//     files added at first use, within LazyLimits.
 //   - errno.go: errors become errnos in one place, which logs them.
 //   - mount.go, mountinfo.go: mounting, the kernel's readahead, finding
 //     mounts; probe.go: whether the kernel takes passthrough files;

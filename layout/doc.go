@@ -1,11 +1,12 @@
-// Package layout turns a store into the files a mount shows when the
-// store is not plain objects: one shard of the remote segment store that
-// OpenSearch writes to a blob repository (OpenSearch.Resolve, in
-// opensearch.go, which lists and reads through fetcher). Its formats are
-// pure functions over names and bytes: where a shard's blobs live (ShardPath, PathHash), what the
+// Package layout holds the formats of the stores a mount shows when they
+// are not plain objects: pure functions over names and bytes, with no
+// store and no I/O (package view resolves a shard through them). Where
+// an OpenSearch shard's blobs live (ShardPath, PathHash), what its
 // metadata files are called and which one is newest (MetadataName,
-// NewestMetadata), what a metadata file holds (ParseMetadata,
-// EncodeMetadata), and the index-level path file (ParseIndexPath).
+// NewestMetadata, MetadataNewer), what a metadata file holds
+// (ParseMetadata, EncodeMetadata), the index-level path file
+// (ParseIndexPath), and where a snapshot repository keeps a shard
+// (SnapshotShardPath).
 //
 // The formats follow OpenSearch's sources: RemoteStoreEnums,
 // RemoteStorePathStrategy, RemoteStoreUtils and FNV1a for paths;
@@ -25,8 +26,6 @@
 //     the file offset that are wrong; errors from the name functions wrap
 //     ErrBadMetadataName, ErrNoMetadata or ErrMultipleWriters.
 //
-// The functions of paths.go, names.go, metadata.go and indexpath.go do no
-// I/O; they are safe for concurrent use. Resolve refuses nothing it can
-// report: a blob that is missing or of another length is a Problem of the
-// Shard, which a mount refuses (Shard.Err) and verify lists.
+// The package does no I/O and imports no store; its functions are safe
+// for concurrent use.
 package layout

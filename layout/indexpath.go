@@ -222,12 +222,12 @@ func (ip *IndexPath) Base() (string, error) {
 	return base, nil
 }
 
-// indexPathFileUUID returns the index UUID that the name of an index path
+// IndexPathFileUUID returns the index UUID that the name of an index path
 // file gives, remote_path_<uuid>#...: the field between the prefix and
 // the first "#", exactly (ok false: not such a name). A file is an
 // index's only by this field: a UUID that another index's name merely
 // contains does not make the file that index's.
-func indexPathFileUUID(name string) (uuid string, ok bool) {
+func IndexPathFileUUID(name string) (uuid string, ok bool) {
 	rest, ok := strings.CutPrefix(name, "remote_path_")
 	if !ok {
 		return "", false

@@ -14,6 +14,11 @@ import (
 	"github.com/segfs/segfs/lucene"
 )
 
+// MaxMetadataSize bounds the metadata file read into memory: a shard's
+// file list and its SegmentInfos, far below this for any real shard. A
+// listing that claims more is refused before anything is read.
+const MaxMetadataSize = 64 << 20
+
 // ErrBadMetadata marks a metadata file that is not what the format says.
 var ErrBadMetadata = errors.New("layout: bad remote segment metadata")
 
@@ -241,7 +246,7 @@ func readFiles(in *lucene.Input) ([]FileEntry, error) {
 }
 
 // parseFileValue parses one map value against its key. The uploaded
-// name must be a plain blob name (checkBlobName): it is fetched as a key
+// name must be a plain blob name (CheckBlobName): it is fetched as a key
 // below the shard's data path.
 func parseFileValue(key, value string) (FileEntry, error) {
 	fields := strings.SplitN(value, "::", 6) // a sixth field is already too many
@@ -252,7 +257,7 @@ func parseFileValue(key, value string) (FileEntry, error) {
 	if key == "" || fields[0] == "" || fields[1] == "" {
 		return FileEntry{}, fmt.Errorf("file %q: value %q has an empty name", key, value)
 	}
-	if err := checkBlobName(fields[1]); err != nil {
+	if err := CheckBlobName(fields[1]); err != nil {
 		return FileEntry{}, fmt.Errorf("file %q: uploaded as %w", key, err)
 	}
 	if fields[0] != key {

@@ -229,7 +229,7 @@ func isDecimal(s string) bool {
 	return true
 }
 
-// checkBlobName returns nil if name, the uploaded name a metadata file
+// CheckBlobName returns nil if name, the uploaded name a metadata file
 // gives one of its files, is a plain blob name: one key element right
 // below the shard's data path. It must not be empty, "." or "..", nor
 // hold a "/", a "\" or a NUL. Every name OpenSearch uploads is one
@@ -239,7 +239,7 @@ func isDecimal(s string) bool {
 // another index's blob would be read as this shard's file (issue 42).
 // ParseMetadata refuses a file naming one; Resolve and Newer check
 // again before a name is matched to a listing or asked for.
-func checkBlobName(name string) error {
+func CheckBlobName(name string) error {
 	switch {
 	case name == "":
 		return errors.New("empty blob name")
@@ -251,7 +251,7 @@ func checkBlobName(name string) error {
 	return nil
 }
 
-// metadataNewer reports whether the metadata file name records a later
+// MetadataNewer reports whether the metadata file name records a later
 // state of the shard than the file than, in the order OpenSearch reads
 // the newest by (NewestMetadata): a higher primary term; at the same
 // one a higher generation; at the same commit (a refresh keeps the
@@ -259,7 +259,7 @@ func checkBlobName(name string) error {
 // then a higher upload counter. A name that does not parse is compared
 // by its bytes, as NewestMetadata sorts them. The same state under two
 // names is not newer.
-func metadataNewer(name, than string) bool {
+func MetadataNewer(name, than string) bool {
 	a, errA := ParseMetadataName(name)
 	b, errB := ParseMetadataName(than)
 	if errA != nil || errB != nil {

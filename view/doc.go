@@ -6,6 +6,16 @@
 // to go-fuse nodes (fs.Lazy) and follows it (Next), restore and verify
 // read every file it resolves (All).
 //
+// The resolvers read the stores through fetcher and the formats through
+// layout and snapshot: OpenSearch.Resolve and Newer (one shard and its
+// next commit, opensearch.go), RemoteStore (a whole remote-store
+// repository, osrepo.go), Snapshot.Resolve (a snapshot's shard,
+// snapshot.go, with PartsStore showing a file stored in parts as one
+// object, parts.go) and ReadCatalog (what segfs snapshots lists,
+// catalog.go). A resolver refuses nothing it can report: a blob that is
+// missing or of another length is a Problem of the shard, which a mount
+// refuses (Shard.Err) and verify lists.
+//
 // A flat view lists its store at Open; a tree resolves its directories
 // as they are used, each shard once, at most Options.MaxShards of them
 // and ResolveSlots at a time, so that a repository of thousands of

@@ -7,7 +7,6 @@ import (
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
-	"github.com/segfs/segfs/layout"
 )
 
 // flat is a view of one directory whose files are listed at Open:
@@ -16,7 +15,7 @@ type flat struct {
 	store    fetcher.Store
 	entries  []entry.Entry
 	keys     int
-	problems []layout.Problem
+	problems []Problem
 	sums     map[string]uint64
 	follow   Follow
 	// next lists the store again: the files and the keys listed now;
@@ -135,11 +134,11 @@ func openShard(ctx context.Context, spec Spec, o Options) (View, error) {
 // shardLister follows an OpenSearch shard at its newest metadata file:
 // each call lists the metadata prefix (the store openMetadata opens,
 // once) and, when a newer metadata file is there, resolves it as Open
-// did, checking only the blobs it does not already show (layout.Newer).
+// did, checking only the blobs it does not already show (Newer).
 // A metadata file whose blobs are not all there as it says fails the
 // refresh: the view never shows a partial commit. One refresh runs at a
 // time (the refresher's).
-func shardLister(cur *layout.Shard, openMetadata func(context.Context) (fetcher.Store, error), o Options) func(context.Context, []entry.Entry) ([]entry.Entry, int, error) {
+func shardLister(cur *Shard, openMetadata func(context.Context) (fetcher.Store, error), o Options) func(context.Context, []entry.Entry) ([]entry.Entry, int, error) {
 	var md fetcher.Store
 	return func(ctx context.Context, _ []entry.Entry) ([]entry.Entry, int, error) {
 		if md == nil {
@@ -149,7 +148,7 @@ func shardLister(cur *layout.Shard, openMetadata func(context.Context) (fetcher.
 			}
 			md = st
 		}
-		next, err := layout.Newer(ctx, md, cur, o.Parallel)
+		next, err := Newer(ctx, md, cur, o.Parallel)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -174,7 +173,7 @@ func openSnapshot(ctx context.Context, spec Spec, o Options) (View, error) {
 	if err != nil {
 		return nil, err
 	}
-	sh, err := layout.Snapshot{Name: spec.Snapshot, Index: spec.Index, Shard: spec.Shard}.Resolve(ctx, open, base, o.Log)
+	sh, err := Snapshot{Name: spec.Snapshot, Index: spec.Index, Shard: spec.Shard}.Resolve(ctx, open, base, o.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ import (
 // through one store, the repository's root, so one fetch pool and one
 // cache serve them all.
 type repoTree struct {
-	repo     *layout.Repository
+	repo     *RemoteStore
 	log      *slog.Logger
 	parallel int
 	tolerate bool
@@ -29,14 +29,14 @@ type repoTree struct {
 	budget *shardBudget
 
 	mu      sync.Mutex
-	indices map[string]layout.IndexRef // by UUID, as first asked for
-	shards  map[string]*followed       // the shards shown, by directory, for Next
+	indices map[string]IndexRef  // by UUID, as first asked for
+	shards  map[string]*followed // the shards shown, by directory, for Next
 }
 
 // followed is a shard a repository view shows: the commit it shows,
 // and the store of its metadata prefix, opened at its first refresh.
 type followed struct {
-	cur *layout.Shard
+	cur *Shard
 	md  fetcher.Store
 }
 
@@ -47,14 +47,14 @@ func openRepository(ctx context.Context, spec Spec, o Options) (View, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &repoTree{repo: &layout.Repository{Top: top, Base: base, IndexUUID: spec.IndexUUID, Log: o.Log},
+	t := &repoTree{repo: &RemoteStore{Top: top, Base: base, IndexUUID: spec.IndexUUID, Log: o.Log},
 		budget: newShardBudget(o.maxShards()), log: o.Log, parallel: o.Parallel, tolerate: o.Tolerate,
-		indices: map[string]layout.IndexRef{}, shards: map[string]*followed{}}
+		indices: map[string]IndexRef{}, shards: map[string]*followed{}}
 	if spec.IndexUUID != "" {
 		if _, ok, err := t.index(ctx, spec.IndexUUID); err != nil {
 			return nil, err
 		} else if !ok {
-			return nil, fmt.Errorf("%w: %s: no index %s below %q (no remote-index-path file, no directory)", layout.ErrLayout, top, spec.IndexUUID, base)
+			return nil, fmt.Errorf("%w: %s: no index %s below %q (no remote-index-path file, no directory)", ErrLayout, top, spec.IndexUUID, base)
 		}
 	}
 	return t, nil
@@ -86,7 +86,7 @@ func (t *repoTree) split(dir string) (uuid, rest string) {
 
 // index returns what the repository says of index uuid, asked once
 // (a listed index's index path file read at its first use).
-func (t *repoTree) index(ctx context.Context, uuid string) (layout.IndexRef, bool, error) {
+func (t *repoTree) index(ctx context.Context, uuid string) (IndexRef, bool, error) {
 	t.mu.Lock()
 	ref, ok := t.indices[uuid]
 	t.mu.Unlock()
@@ -137,10 +137,10 @@ func (t *repoTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 }
 
 // knownIndex is index for an index the tree shows: gone is an error.
-func (t *repoTree) knownIndex(ctx context.Context, uuid string) (layout.IndexRef, error) {
+func (t *repoTree) knownIndex(ctx context.Context, uuid string) (IndexRef, error) {
 	ref, ok, err := t.index(ctx, uuid)
 	if err == nil && !ok {
-		err = fmt.Errorf("%w: index %s is no longer in the repository", layout.ErrLayout, uuid)
+		err = fmt.Errorf("%w: index %s is no longer in the repository", ErrLayout, uuid)
 	}
 	return ref, err
 }
@@ -189,7 +189,7 @@ func (t *repoTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 	if err != nil {
 		return nil, err
 	}
-	var sh *layout.Shard
+	var sh *Shard
 	var entries []entry.Entry
 	err = t.budget.resolveShard(ctx, func() (err error) {
 		sh, entries, err = t.repo.Shard(ctx, ref, shard, dir)
@@ -207,7 +207,7 @@ func (t *repoTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 	return entries, nil
 }
 
-// Next looks for a newer commit of every shard shown (layout.Newer: a
+// Next looks for a newer commit of every shard shown (Newer: a
 // listing of its metadata prefix each), in parallel, and returns the
 // files of each shard that has one, by directory. A shard whose newer
 // metadata cannot be read, or names blobs that are not all there, keeps
@@ -221,7 +221,7 @@ func (t *repoTree) Next(ctx context.Context, _ []entry.Entry) (*Update, error) {
 		shown[i] = t.shards[d]
 	}
 	t.mu.Unlock()
-	next := make([]*layout.Shard, len(dirs))
+	next := make([]*Shard, len(dirs))
 	errs := make([]error, len(dirs))
 	var wg sync.WaitGroup
 	// Each shard's look in a resolution slot, as a lookup's resolution
@@ -241,7 +241,7 @@ func (t *repoTree) Next(ctx context.Context, _ []entry.Entry) (*Update, error) {
 					}
 					f.md = md // only this refresh's goroutine for f touches it
 				}
-				n, err := layout.Newer(ctx, f.md, f.cur, inner)
+				n, err := Newer(ctx, f.md, f.cur, inner)
 				if err == nil && n != nil {
 					err = n.Err()
 				}
@@ -263,7 +263,7 @@ func (t *repoTree) Next(ctx context.Context, _ []entry.Entry) (*Update, error) {
 			t.log.Warn("refresh of a shard failed; it keeps its view", "dir", d, "err", errs[i])
 			u.Keys += len(shown[i].cur.Entries)
 		case next[i] != nil:
-			u.Dirs[d] = layout.EntriesBelow(next[i], d)
+			u.Dirs[d] = EntriesBelow(next[i], d)
 			u.Keys += len(next[i].Entries)
 		default:
 			u.Keys += len(shown[i].cur.Entries)
@@ -309,7 +309,7 @@ func (t *repoTree) All(ctx context.Context) (*Resolved, error) {
 		}
 		switch {
 		case err != nil && t.tolerate && ctx.Err() == nil:
-			r.Problems = append(r.Problems, layout.Problem{File: layout.FileEntry{Name: uuid}, Detail: err.Error()})
+			r.Problems = append(r.Problems, Problem{File: layout.FileEntry{Name: uuid}, Detail: err.Error()})
 		case err != nil:
 			return nil, err
 		}
@@ -322,7 +322,7 @@ func (t *repoTree) All(ctx context.Context) (*Resolved, error) {
 // addShards resolves the shards of one index into r (All): with
 // Options.Tolerate, a shard that cannot be resolved is a problem of r;
 // else it fails the whole.
-func (t *repoTree) addShards(ctx context.Context, r *Resolved, ref layout.IndexRef, shards []int) error {
+func (t *repoTree) addShards(ctx context.Context, r *Resolved, ref IndexRef, shards []int) error {
 	for _, n := range shards {
 		prefix := strconv.Itoa(n) + "/"
 		if t.repo.IndexUUID == "" {
@@ -339,7 +339,7 @@ func (t *repoTree) addShards(ctx context.Context, r *Resolved, ref layout.IndexR
 		case ctx.Err() != nil:
 			return ctx.Err() // an interruption, not a shard's problem
 		case err != nil:
-			r.Problems = append(r.Problems, layout.Problem{File: layout.FileEntry{Name: name}, Detail: err.Error()})
+			r.Problems = append(r.Problems, Problem{File: layout.FileEntry{Name: name}, Detail: err.Error()})
 			continue
 		}
 		for _, p := range sh.Problems {

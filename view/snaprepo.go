@@ -12,7 +12,6 @@ import (
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
-	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/snapshot"
 )
 
@@ -23,7 +22,7 @@ import (
 // stored in parts as they resolve.
 type snapTree struct {
 	top    fetcher.Store
-	parts  layout.PartsStore
+	parts  PartsStore
 	base   string
 	budget *shardBudget
 	log    *slog.Logger
@@ -43,11 +42,11 @@ func openSnapshotRepository(ctx context.Context, spec Spec, o Options) (View, er
 	if err != nil {
 		return nil, err
 	}
-	repo, err := layout.ReadSnapshotRoot(ctx, top, base)
+	repo, err := ReadSnapshotRoot(ctx, top, base)
 	if err != nil {
 		return nil, err
 	}
-	t := &snapTree{top: top, parts: layout.NewPartsStore(top), base: base, budget: newShardBudget(o.maxShards()), log: o.Log, repo: repo, badGen: -1}
+	t := &snapTree{top: top, parts: NewPartsStore(top), base: base, budget: newShardBudget(o.maxShards()), log: o.Log, repo: repo, badGen: -1}
 	o.Log.Info("snapshot repository", "source", top.String(), "generation", repo.Generation, "snapshots", len(repo.Snapshots), "indices", len(repo.Indices))
 	return t, nil
 }
@@ -83,7 +82,7 @@ func (t *snapTree) reread(ctx context.Context) (*snapshot.Repository, error) {
 	t.mu.Lock()
 	gen, bad := t.repo.Generation, t.badGen
 	t.mu.Unlock()
-	repo, next, err := layout.ReadSnapshotRootNewer(ctx, t.top, t.base, gen, bad)
+	repo, next, err := ReadSnapshotRootNewer(ctx, t.top, t.base, gen, bad)
 	if errors.Is(err, snapshot.ErrBlob) {
 		t.log.Warn("a newer index-N of the snapshot repository cannot be read; the mount keeps the one it read, and does not fetch it again", "generation", next, "was", gen, "err", err)
 		t.mu.Lock()
@@ -133,11 +132,11 @@ func snapshotDirs(repo *snapshot.Repository, log *slog.Logger) []string {
 func pick(repo *snapshot.Repository, snap, index string) (snapshot.SnapshotInfo, snapshot.IndexInfo, error) {
 	info, ok := repo.Named(snap)
 	if !ok {
-		return info, snapshot.IndexInfo{}, fmt.Errorf("%w: no snapshot %q of one name in the repository (generation %d)", layout.ErrLayout, snap, repo.Generation)
+		return info, snapshot.IndexInfo{}, fmt.Errorf("%w: no snapshot %q of one name in the repository (generation %d)", ErrLayout, snap, repo.Generation)
 	}
 	ix, ok := repo.Indices[index]
 	if !ok || !slices.Contains(ix.Snapshots, info.UUID) {
-		return info, ix, fmt.Errorf("%w: snapshot %s does not hold index %q", layout.ErrLayout, snap, index)
+		return info, ix, fmt.Errorf("%w: snapshot %s does not hold index %q", ErrLayout, snap, index)
 	}
 	return info, ix, nil
 }
@@ -157,7 +156,7 @@ func (t *snapTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 	repo := t.root()
 	info, ok := repo.Named(parts[0])
 	if !ok {
-		return nil, fmt.Errorf("%w: no snapshot %q of one name in the repository (generation %d)", layout.ErrLayout, parts[0], repo.Generation)
+		return nil, fmt.Errorf("%w: no snapshot %q of one name in the repository (generation %d)", ErrLayout, parts[0], repo.Generation)
 	}
 	if len(parts) == 1 {
 		var names []string
@@ -173,7 +172,7 @@ func (t *snapTree) Dirs(ctx context.Context, dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	shards, err := layout.SnapshotShards(ctx, t.top, t.base, info, ix, 16)
+	shards, err := SnapshotShards(ctx, t.top, t.base, info, ix, 16)
 	return shardNames(shards), err
 }
 
@@ -193,7 +192,7 @@ func (t *snapTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 	if err != nil {
 		return nil, err
 	}
-	var sh *layout.SnapshotShard
+	var sh *SnapshotShard
 	var base string
 	err = t.budget.resolveShard(ctx, func() error {
 		repo := t.root()
@@ -208,7 +207,7 @@ func (t *snapTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 		ix.Snapshots = []string{info.UUID}
 		one := &snapshot.Repository{Generation: repo.Generation, Snapshots: []snapshot.SnapshotInfo{info}, Indices: map[string]snapshot.IndexInfo{parts[1]: ix}}
 		open := func(ctx context.Context, sub string) (fetcher.Store, error) { return fetcher.Sub(t.top, sub) }
-		if sh, err = (layout.Snapshot{Name: info.Name, Index: parts[1], Shard: shard}).ResolveIn(ctx, open, t.base, one, t.log); err != nil {
+		if sh, err = (Snapshot{Name: info.Name, Index: parts[1], Shard: shard}).ResolveIn(ctx, open, t.base, one, t.log); err != nil {
 			return err
 		}
 		base = sh.Path

@@ -95,8 +95,8 @@ func (s Spec) Check() error {
 
 // opensearch returns the one shard the Spec names, or an error for flags
 // that do not go together.
-func (s Spec) opensearch() (layout.OpenSearch, error) {
-	o := layout.OpenSearch{IndexUUID: s.IndexUUID, Shard: s.Shard, Metadata: s.Metadata,
+func (s Spec) opensearch() (OpenSearch, error) {
+	o := OpenSearch{IndexUUID: s.IndexUUID, Shard: s.Shard, Metadata: s.Metadata,
 		PathType: layout.Fixed, HashAlgorithm: layout.FNV1aComposite1}
 	switch {
 	case s.IndexUUID == "":

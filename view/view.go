@@ -6,7 +6,6 @@ import (
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
-	"github.com/segfs/segfs/layout"
 )
 
 // A View is what a mount shows of its store, and how that changes.
@@ -80,7 +79,7 @@ type Resolved struct {
 	Keys    int // keys listed, for the memory bound
 	// Problems are the files the layout's metadata names that its store
 	// does not hold as it says (Options.Tolerate; else All fails).
-	Problems []layout.Problem
+	Problems []Problem
 	// Sums are the footer checksums the layout's metadata records, by
 	// file name; none for plain objects.
 	Sums map[string]uint64
@@ -128,7 +127,7 @@ func Resolve(ctx context.Context, spec Spec, o Options) (*Resolved, error) {
 // its base path (a hashed prefix comes before the base path, so the
 // root is the bucket); a local directory is the root itself, with no
 // base path.
-func RepositoryOpener(source string, cfg fetcher.Config) (open layout.Opener, root, base string, err error) {
+func RepositoryOpener(source string, cfg fetcher.Config) (open Opener, root, base string, err error) {
 	s, err := fetcher.ParseSource(source)
 	if err != nil {
 		return nil, "", "", err

@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/segfs/segfs/entry"
-	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/osremote"
 	"github.com/segfs/segfs/tests/snaprepo"
 )
@@ -122,7 +121,7 @@ func TestRepositoryTree(t *testing.T) {
 	}
 
 	// Absent names.
-	if _, err := v.Dirs(ctx, "nothere/"); !errors.Is(err, layout.ErrLayout) {
+	if _, err := v.Dirs(ctx, "nothere/"); !errors.Is(err, ErrLayout) {
 		t.Errorf("Dirs(nothere/) = %v; want a layout error", err)
 	}
 	for _, d := range []string{"idxA/7/", "idxA/x/", "idxA/-1/", "idxA/0/extra/"} {
@@ -166,7 +165,7 @@ func TestRepositoryOneIndex(t *testing.T) {
 		t.Fatalf("Files(0/) = %q, %v", names(files), err)
 	}
 	spec.IndexUUID = "other"
-	if _, err := Open(ctx, spec, Options{Log: quiet}); !errors.Is(err, layout.ErrLayout) {
+	if _, err := Open(ctx, spec, Options{Log: quiet}); !errors.Is(err, ErrLayout) {
 		t.Errorf("Open of an absent index: %v; want a layout error", err)
 	}
 }
@@ -315,7 +314,7 @@ func TestRepositoryAll(t *testing.T) {
 		t.Errorf("All with a damaged shard: %v; want an error naming it", err)
 	}
 	r, err = Resolve(ctx, repoSpec(dir), Options{Log: quiet, Parallel: 4, Tolerate: true})
-	if err != nil || !slices.ContainsFunc(r.Problems, func(p layout.Problem) bool { return p.File.Name == "idxC/0/_0.fdt" }) {
+	if err != nil || !slices.ContainsFunc(r.Problems, func(p Problem) bool { return p.File.Name == "idxC/0/_0.fdt" }) {
 		t.Errorf("All with Tolerate: %v, problems %+v; want idxC/0/_0.fdt among them", err, r.Problems)
 	}
 }
@@ -363,7 +362,7 @@ func TestSnapshotRepositoryTree(t *testing.T) {
 		t.Errorf(`Dirs("") after s2 = %q, %v`, got, err)
 	}
 	for _, d := range []string{"nope/", "s1/metrics/"} {
-		if _, err := v.Dirs(ctx, d); !errors.Is(err, layout.ErrLayout) {
+		if _, err := v.Dirs(ctx, d); !errors.Is(err, ErrLayout) {
 			t.Errorf("Dirs(%s) = %v; want a layout error", d, err)
 		}
 	}

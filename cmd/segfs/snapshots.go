@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/snapshot"
 	"github.com/segfs/segfs/view"
 )
@@ -47,9 +46,9 @@ func (c *snapshotsCmd) Run(log *slog.Logger) error {
 	if err != nil {
 		return &exitError{2, err}
 	}
-	f := layout.CatalogFilter{Snapshot: c.Snapshot, Index: c.Index, MaxShards: c.MaxShards}
-	cat, err := layout.ReadCatalog(ctx, open, base, f, c.MaxFetches)
-	if errors.Is(err, layout.ErrTooManyShards) {
+	f := view.CatalogFilter{Snapshot: c.Snapshot, Index: c.Index, MaxShards: c.MaxShards}
+	cat, err := view.ReadCatalog(ctx, open, base, f, c.MaxFetches)
+	if errors.Is(err, view.ErrTooManyShards) {
 		return &exitError{2, fmt.Errorf("%w; narrow the listing with --snapshot and --index, or raise --max-shards (%d)", err, c.MaxShards)}
 	}
 	if err != nil {
@@ -63,7 +62,7 @@ func (c *snapshotsCmd) Run(log *slog.Logger) error {
 
 // report prints the catalog and returns how many shards of successful
 // snapshots could not be read.
-func (c *snapshotsCmd) report(w io.Writer, cat *layout.Catalog) int {
+func (c *snapshotsCmd) report(w io.Writer, cat *view.Catalog) int {
 	bad := 0
 	for _, s := range cat.Snapshots {
 		for _, ix := range s.Indices {

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/harness"
 	"github.com/segfs/segfs/tests/localstore"
 	"github.com/segfs/segfs/tests/snaprepo"
+	"github.com/segfs/segfs/view"
 )
 
 // A shard of a snapshot repository on versitygw, written as real
@@ -93,7 +93,7 @@ func TestSnapshotLayoutMount(t *testing.T) {
 			append([]string{"--endpoint", srv.Endpoint(), "--path-style", "--region", harness.Region}, extra...)...)
 	}
 	code, out := list("--json")
-	var cat layout.Catalog
+	var cat view.Catalog
 	if err := json.Unmarshal([]byte(out), &cat); code != 0 || err != nil {
 		t.Fatalf("segfs snapshots --json: exit %d, %v:\n%s", code, err, out)
 	}

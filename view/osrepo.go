@@ -1,4 +1,4 @@
-package layout
+package view
 
 import (
 	"context"
@@ -13,15 +13,16 @@ import (
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/layout"
 )
 
-// Repository is an OpenSearch remote segment store repository as a whole
+// RemoteStore is an OpenSearch remote segment store repository as a whole
 // (issue 37): its indices, each index's shards, each shard resolved on
 // demand. Top is the store of the repository's root (the bucket, or the
 // local directory); every store it opens below it shares Top's client
 // (fetcher.Sub), and every entry it returns is keyed below Top, so that
 // one engine (one fetch pool, one cache) reads every shard.
-type Repository struct {
+type RemoteStore struct {
 	Top  fetcher.Store
 	Base string // the base path below Top; "" for none
 	// IndexUUID, when set, narrows the repository to one index: its
@@ -34,8 +35,8 @@ type Repository struct {
 // are (from its remote-index-path file; the fixed type without one).
 type IndexRef struct {
 	UUID          string
-	PathType      PathType
-	HashAlgorithm HashAlgorithm
+	PathType      layout.PathType
+	HashAlgorithm layout.HashAlgorithm
 	Shards        int  // from the index path file; 0 when unknown (fixed, no file)
 	FromFile      bool // PathType and Shards come from an index path file
 	// Hidden is a directory of the base path whose name has the form of
@@ -49,7 +50,7 @@ type IndexRef struct {
 
 // Complete returns ref with what its index path file says, when a
 // listing found one it did not read (one GET); else ref as it is.
-func (r *Repository) Complete(ctx context.Context, ref IndexRef) (IndexRef, error) {
+func (r *RemoteStore) Complete(ctx context.Context, ref IndexRef) (IndexRef, error) {
 	if ref.file.Key == "" || ref.FromFile {
 		return ref, nil
 	}
@@ -57,16 +58,16 @@ func (r *Repository) Complete(ctx context.Context, ref IndexRef) (IndexRef, erro
 }
 
 // readIndexFile reads index uuid's index path file obj.
-func (r *Repository) readIndexFile(ctx context.Context, uuid string, obj fetcher.Object) (IndexRef, error) {
-	ref := IndexRef{UUID: uuid, PathType: Fixed, HashAlgorithm: FNV1aComposite1}
-	if obj.Size > MaxIndexPathSize {
-		return ref, fmt.Errorf("%w: %s: listed with %d bytes, more than the %d segfs reads of an index path file", ErrLayout, obj.Key, obj.Size, MaxIndexPathSize)
+func (r *RemoteStore) readIndexFile(ctx context.Context, uuid string, obj fetcher.Object) (IndexRef, error) {
+	ref := IndexRef{UUID: uuid, PathType: layout.Fixed, HashAlgorithm: layout.FNV1aComposite1}
+	if obj.Size > layout.MaxIndexPathSize {
+		return ref, fmt.Errorf("%w: %s: listed with %d bytes, more than the %d segfs reads of an index path file", ErrLayout, obj.Key, obj.Size, layout.MaxIndexPathSize)
 	}
 	raw, err := readSmall(ctx, r.Top, obj.Key)
 	if err != nil {
 		return ref, fmt.Errorf("%w: %s: %w", ErrLayout, obj.Key, err)
 	}
-	ip, err := ParseIndexPath(raw)
+	ip, err := layout.ParseIndexPath(raw)
 	if err != nil {
 		return ref, fmt.Errorf("%w: %s: %w", ErrLayout, obj.Key, err)
 	}
@@ -81,14 +82,14 @@ func (r *Repository) readIndexFile(ctx context.Context, uuid string, obj fetcher
 }
 
 // open is the repository's opener: sub-stores of Top.
-func (r *Repository) open(ctx context.Context, sub string) (fetcher.Store, error) {
+func (r *RemoteStore) open(ctx context.Context, sub string) (fetcher.Store, error) {
 	return fetcher.Sub(r.Top, sub)
 }
 
 // indexFiles returns the index path files below the base path, by index
 // UUID as their names give it (remote_path_<uuid>#...). One listing.
-func (r *Repository) indexFiles(ctx context.Context) (map[string]fetcher.Object, error) {
-	dir := path.Join(r.Base, IndexPathDir)
+func (r *RemoteStore) indexFiles(ctx context.Context) (map[string]fetcher.Object, error) {
+	dir := path.Join(r.Base, layout.IndexPathDir)
 	st, err := r.open(ctx, dir)
 	if err != nil {
 		if errors.Is(err, fetcher.ErrNotFound) {
@@ -102,7 +103,7 @@ func (r *Repository) indexFiles(ctx context.Context) (map[string]fetcher.Object,
 	}
 	out := map[string]fetcher.Object{}
 	for _, o := range objs {
-		uuid, ok := indexPathFileUUID(o.Key)
+		uuid, ok := layout.IndexPathFileUUID(o.Key)
 		if !ok || strings.Contains(o.Key, "/") {
 			continue
 		}
@@ -124,7 +125,7 @@ func validDirName(name string) bool {
 // path file (their file found, not read), and the directories of the
 // base path (the fixed path type's; Hidden those whose names look like a
 // hash), sorted by UUID. Two listings, at once.
-func (r *Repository) Indices(ctx context.Context) ([]IndexRef, error) {
+func (r *RemoteStore) Indices(ctx context.Context) ([]IndexRef, error) {
 	var files map[string]fetcher.Object
 	var ferr error
 	done := make(chan struct{})
@@ -139,8 +140,8 @@ func (r *Repository) Indices(ctx context.Context) ([]IndexRef, error) {
 	}
 	set := map[string]IndexRef{}
 	for _, d := range dirs {
-		if d != IndexPathDir && validDirName(d) {
-			set[d] = IndexRef{UUID: d, PathType: Fixed, HashAlgorithm: FNV1aComposite1, Hidden: looksHashed(d)}
+		if d != layout.IndexPathDir && validDirName(d) {
+			set[d] = IndexRef{UUID: d, PathType: layout.Fixed, HashAlgorithm: layout.FNV1aComposite1, Hidden: looksHashed(d)}
 		}
 	}
 	for u, obj := range files {
@@ -172,11 +173,11 @@ func looksHashed(name string) bool {
 // Index returns what the repository says of index uuid: its index path
 // file if it has one, else the fixed path type, if its directory exists
 // (ok false: neither).
-func (r *Repository) Index(ctx context.Context, uuid string) (ref IndexRef, ok bool, err error) {
+func (r *RemoteStore) Index(ctx context.Context, uuid string) (ref IndexRef, ok bool, err error) {
 	if !validDirName(uuid) {
 		return IndexRef{}, false, nil
 	}
-	ref = IndexRef{UUID: uuid, PathType: Fixed, HashAlgorithm: FNV1aComposite1}
+	ref = IndexRef{UUID: uuid, PathType: layout.Fixed, HashAlgorithm: layout.FNV1aComposite1}
 	files, err := r.indexFiles(ctx)
 	if err != nil {
 		return ref, false, err
@@ -195,7 +196,7 @@ func (r *Repository) Index(ctx context.Context, uuid string) (ref IndexRef, ok b
 // Shards returns the shard numbers of an index, ascending: 0 to n-1 when
 // its index path file says n, else the numeric directories below its
 // fixed path.
-func (r *Repository) Shards(ctx context.Context, ref IndexRef) ([]int, error) {
+func (r *RemoteStore) Shards(ctx context.Context, ref IndexRef) ([]int, error) {
 	if ref.FromFile {
 		out := make([]int, ref.Shards)
 		for i := range out {
@@ -222,7 +223,7 @@ func (r *Repository) Shards(ctx context.Context, ref IndexRef) ([]int, error) {
 // entries named below prefix and keyed below Top. Problems of the shard
 // (Shard.Err) are the caller's to judge: a mount refuses it, verify
 // reports them.
-func (r *Repository) Shard(ctx context.Context, ref IndexRef, shard int, prefix string) (*Shard, []entry.Entry, error) {
+func (r *RemoteStore) Shard(ctx context.Context, ref IndexRef, shard int, prefix string) (*Shard, []entry.Entry, error) {
 	o := OpenSearch{IndexUUID: ref.UUID, Shard: shard, PathType: ref.PathType, HashAlgorithm: ref.HashAlgorithm,
 		PathTypeSet: true, HashSet: true, indexPathRead: true}
 	sh, err := o.Resolve(ctx, r.open, r.Base, r.Log)

@@ -1,4 +1,4 @@
-package layout_test
+package view_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/lucenegen"
 	"github.com/segfs/segfs/tests/snaprepo"
+	"github.com/segfs/segfs/view"
 )
 
 // A snapshot repository on a local file system (file://): the newest
@@ -47,12 +48,12 @@ func TestSnapshotResolve(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, c := range []struct {
-		s    layout.Snapshot
+		s    view.Snapshot
 		want map[string][]byte
 	}{
-		{layout.Snapshot{Index: "logs"}, two},
-		{layout.Snapshot{Name: "s1", Index: "logs"}, one},
-		{layout.Snapshot{Name: "newest", Index: "metrics", Shard: 3}, one},
+		{view.Snapshot{Index: "logs"}, two},
+		{view.Snapshot{Name: "s1", Index: "logs"}, one},
+		{view.Snapshot{Name: "newest", Index: "metrics", Shard: 3}, one},
 	} {
 		sh, err := c.s.Resolve(ctx, open, "", quiet)
 		if err != nil || sh.Err() != nil {
@@ -76,16 +77,16 @@ func TestSnapshotResolve(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		s    layout.Snapshot
+		s    view.Snapshot
 		want string
 	}{
-		{layout.Snapshot{Index: "nope"}, `no index "nope"`},
-		{layout.Snapshot{Name: "s9", Index: "logs"}, `no snapshot "s9"`},
-		{layout.Snapshot{Name: "s1", Index: "metrics", Shard: 3}, "snapshot s1 does not hold index"},
-		{layout.Snapshot{Index: "logs", Shard: 7}, "shard 7"},
+		{view.Snapshot{Index: "nope"}, `no index "nope"`},
+		{view.Snapshot{Name: "s9", Index: "logs"}, `no snapshot "s9"`},
+		{view.Snapshot{Name: "s1", Index: "metrics", Shard: 3}, "snapshot s1 does not hold index"},
+		{view.Snapshot{Index: "logs", Shard: 7}, "shard 7"},
 	} {
 		_, err := c.s.Resolve(ctx, open, "", quiet)
-		if err == nil || !errors.Is(err, layout.ErrLayout) || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !errors.Is(err, view.ErrLayout) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error saying %q", c.s, err, c.want)
 		}
 	}
@@ -123,7 +124,7 @@ func TestSnapshotResolveJoinsParts(t *testing.T) {
 		return fetcher.Open(ctx, "file://"+filepath.Join(root, sub), fetcher.Config{})
 	}
 	ctx := context.Background()
-	sh, err := layout.Snapshot{Index: "logs"}.Resolve(ctx, open, "b", quiet)
+	sh, err := view.Snapshot{Index: "logs"}.Resolve(ctx, open, "b", quiet)
 	if err != nil || sh.Err() != nil {
 		t.Fatalf("%v, %v", err, sh.Err())
 	}
@@ -212,7 +213,7 @@ func TestSnapshotResolveJoinsParts(t *testing.T) {
 	if err := os.Truncate(fdt, 1000); err != nil {
 		t.Fatal(err)
 	}
-	sh, err = layout.Snapshot{Index: "logs"}.Resolve(ctx, open, "b", quiet)
+	sh, err = view.Snapshot{Index: "logs"}.Resolve(ctx, open, "b", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package layout
+package view
 
 import (
 	"cmp"
@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/snapshot"
 )
 
@@ -216,7 +217,7 @@ type catalogTask struct {
 func (r *catalogReader) read(ctx context.Context, ts []catalogTask) {
 	each(ctx, len(ts), r.parallel, func(i int) {
 		t := ts[i]
-		key := path.Join(SnapshotShardPath(PathType(r.repo.Indices[t.ci.Name].ShardPathType), r.base, t.ci.ID, t.sh), "snap-"+t.uuid+".dat")
+		key := path.Join(layout.SnapshotShardPath(layout.PathType(r.repo.Indices[t.ci.Name].ShardPathType), r.base, t.ci.ID, t.sh), "snap-"+t.uuid+".dat")
 		t.ci.Shards[t.sh] = catalogShard(ctx, r.top, key, t.sh, r.decodes)
 	})
 }
@@ -369,7 +370,7 @@ func SnapshotShards(ctx context.Context, top fetcher.Store, base string, info sn
 		n := min(batch, MaxProbedShards-from)
 		found := make([]error, n)
 		each(ctx, n, parallel, func(i int) {
-			key := path.Join(SnapshotShardPath(PathType(ix.ShardPathType), base, ix.ID, from+i), "snap-"+info.UUID+".dat")
+			key := path.Join(layout.SnapshotShardPath(layout.PathType(ix.ShardPathType), base, ix.ID, from+i), "snap-"+info.UUID+".dat")
 			_, found[i] = top.Stat(ctx, key)
 		})
 		if err := ctx.Err(); err != nil {

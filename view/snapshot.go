@@ -1,4 +1,4 @@
-package layout
+package view
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/snapshot"
 )
 
@@ -43,14 +44,7 @@ type SnapshotShard struct {
 // Err returns nil if the store holds every file of the snapshot as it
 // says, else an error naming the first that it does not.
 func (s *SnapshotShard) Err() error {
-	if len(s.Problems) == 0 {
-		return nil
-	}
-	more := ""
-	if n := len(s.Problems) - 1; n > 0 {
-		more = fmt.Sprintf(" (and %d more)", n)
-	}
-	return fmt.Errorf("%w: snapshot %s: %s%s", ErrLayout, s.Info.Name, s.Problems[0].Detail, more)
+	return problemsErr("snapshot "+s.Info.Name+": ", s.Problems)
 }
 
 // Resolve finds the shard in the repository below base: index.latest
@@ -92,7 +86,7 @@ func (s Snapshot) ResolveIn(ctx context.Context, open Opener, base string, repo 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, top, err)
 	}
-	shardPath := SnapshotShardPath(PathType(ix.ShardPathType), base, ix.ID, s.Shard)
+	shardPath := layout.SnapshotShardPath(layout.PathType(ix.ShardPathType), base, ix.ID, s.Shard)
 	data, err := open(ctx, shardPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: shard %d of index %s at %s: %w", ErrLayout, s.Shard, s.Index, shardPath, err)
@@ -192,7 +186,7 @@ func findParts(ctx context.Context, f snapshot.FileInfo, sum uint64, byName map[
 			objs = append(objs, b)
 			continue
 		}
-		return nil, &Problem{File: FileEntry{Name: f.Name, Length: f.Length, Checksum: sum}, Missing: !ok, Size: b.Size, Detail: detail}, nil
+		return nil, &Problem{File: layout.FileEntry{Name: f.Name, Length: f.Length, Checksum: sum}, Missing: !ok, Size: b.Size, Detail: detail}, nil
 	}
 	return objs, nil, nil
 }

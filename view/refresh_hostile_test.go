@@ -1,4 +1,4 @@
-package layout_test
+package view_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/osremote"
+	"github.com/segfs/segfs/view"
 )
 
 // hidingStore lists its store without the names in hide, as a listing
@@ -89,7 +90,7 @@ func TestNewerNeverGoesBack(t *testing.T) {
 		return fetcher.Open(ctx, "file://"+filepath.Join(root, sub), fetcher.Config{})
 	}
 	ctx := context.Background()
-	cur, err := layout.OpenSearch{IndexUUID: "idx", Shard: 0}.Resolve(ctx, open, "", quiet)
+	cur, err := view.OpenSearch{IndexUUID: "idx", Shard: 0}.Resolve(ctx, open, "", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestNewerNeverGoesBack(t *testing.T) {
 		what string
 		st   fetcher.Store
 	}{{"without the newest", lagging}, {"whole", md}, {"without the newest", lagging}} {
-		next, err := layout.Newer(ctx, l.st, cur, 4)
+		next, err := view.Newer(ctx, l.st, cur, 4)
 		if err != nil || next != nil {
 			got := "nothing"
 			if next != nil {
@@ -117,12 +118,12 @@ func TestNewerNeverGoesBack(t *testing.T) {
 	}
 
 	again := upload([]string{"_0", "_1", "_2"}, 25) // a refresh of the same commit: upload counter 3
-	next, err := layout.Newer(ctx, md, cur, 4)
+	next, err := view.Newer(ctx, md, cur, 4)
 	if err != nil || next == nil || next.MetadataFile != again.MetadataName {
 		t.Fatalf("a later refresh of the same commit: %v, %v; want %s", next, err, again.MetadataName)
 	}
 	later := upload([]string{"_3"}, 26)
-	if next, err = layout.Newer(ctx, md, next, 4); err != nil || next == nil || next.MetadataFile != later.MetadataName {
+	if next, err = view.Newer(ctx, md, next, 4); err != nil || next == nil || next.MetadataFile != later.MetadataName {
 		t.Fatalf("a newer commit: %v, %v; want %s", next, err, later.MetadataName)
 	}
 }
@@ -160,7 +161,7 @@ func TestNewerRefusesBlobPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := func(ctx context.Context, sub string) (fetcher.Store, error) { return fetcher.Sub(top, sub) }
-	cur, err := layout.OpenSearch{IndexUUID: mine.IndexUUID, Shard: 0}.Resolve(ctx, open, "", quiet)
+	cur, err := view.OpenSearch{IndexUUID: mine.IndexUUID, Shard: 0}.Resolve(ctx, open, "", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestNewerRefusesBlobPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	heads := top.Counters().Stats.Load()
-	next, err := layout.Newer(ctx, mdStore, cur, 4)
+	next, err := view.Newer(ctx, mdStore, cur, 4)
 	if err == nil && next != nil && next.Err() == nil {
 		for _, e := range next.Entries {
 			if e.Name == "_0.fdt" {
@@ -208,7 +209,7 @@ func TestNewerRefusesBlobPaths(t *testing.T) {
 			}
 		}
 	}
-	if !errors.Is(err, layout.ErrLayout) || !strings.Contains(err.Error(), name) {
+	if !errors.Is(err, view.ErrLayout) || !strings.Contains(err.Error(), name) {
 		t.Errorf("Newer: %v; want an ErrLayout naming %s", err, name)
 	}
 	if n := top.Counters().Stats.Load() - heads; n != 0 {
@@ -216,8 +217,8 @@ func TestNewerRefusesBlobPaths(t *testing.T) {
 	}
 
 	// A mount at that metadata file refuses it as well.
-	_, err = layout.OpenSearch{IndexUUID: mine.IndexUUID, Shard: 0, Metadata: name}.Resolve(ctx, open, "", quiet)
-	if !errors.Is(err, layout.ErrLayout) {
+	_, err = view.OpenSearch{IndexUUID: mine.IndexUUID, Shard: 0, Metadata: name}.Resolve(ctx, open, "", quiet)
+	if !errors.Is(err, view.ErrLayout) {
 		t.Errorf("a mount at the hostile metadata file: %v; want ErrLayout", err)
 	}
 }
@@ -244,7 +245,7 @@ func TestResolveIndexFileByUUIDField(t *testing.T) {
 	if err := os.WriteFile(stranger, []byte("not an index path file"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := layout.OpenSearch{IndexUUID: uuid, Shard: 0}.Resolve(context.Background(), open, "", quiet)
+	s, err := view.OpenSearch{IndexUUID: uuid, Shard: 0}.Resolve(context.Background(), open, "", quiet)
 	if err != nil {
 		t.Fatalf("resolve beside another index's file: %v", err)
 	}

@@ -1,4 +1,4 @@
-package layout_test
+package view_test
 
 import (
 	"context"
@@ -14,11 +14,12 @@ import (
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/osremote"
+	"github.com/segfs/segfs/view"
 )
 
 // dirRepo writes a two-refresh shard into a temporary directory and
 // returns its root, the opener of its paths, and the refreshes.
-func dirRepo(t *testing.T, o osremote.Options) (string, layout.Opener, [2]*osremote.Refresh) {
+func dirRepo(t *testing.T, o osremote.Options) (string, view.Opener, [2]*osremote.Refresh) {
 	t.Helper()
 	root := t.TempDir()
 	put := osremote.DirPut(root)
@@ -45,7 +46,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func TestResolvePicksTheNewestAndANamedOne(t *testing.T) {
 	o := osremote.Options{Base: "b", IndexUUID: "idx", Shard: 1, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1, Version: 2, Seed: 3}
 	_, open, refs := dirRepo(t, o)
-	q := layout.OpenSearch{IndexUUID: "idx", Shard: 1, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1}
+	q := view.OpenSearch{IndexUUID: "idx", Shard: 1, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1}
 	s, err := q.Resolve(context.Background(), open, "b", quiet)
 	if err != nil || s.Err() != nil {
 		t.Fatalf("resolve: %v, %v", err, s.Err())
@@ -59,7 +60,7 @@ func TestResolvePicksTheNewestAndANamedOne(t *testing.T) {
 		t.Fatalf("named: %v, %s, %d entries", err, s.MetadataFile, len(s.Entries))
 	}
 	q.Metadata = "metadata__nope"
-	if _, err := q.Resolve(context.Background(), open, "b", quiet); !errors.Is(err, layout.ErrLayout) {
+	if _, err := q.Resolve(context.Background(), open, "b", quiet); !errors.Is(err, view.ErrLayout) {
 		t.Fatalf("a metadata file that is not there: %v, want ErrLayout", err)
 	}
 }
@@ -69,11 +70,11 @@ func TestResolvePicksTheNewestAndANamedOne(t *testing.T) {
 func TestResolveTakesPathsFromTheIndexFile(t *testing.T) {
 	o := osremote.Options{IndexUUID: "idx", Shard: 0, PathType: layout.HashedInfix, HashAlgorithm: layout.FNV1aBase64, Version: 3, IndexPathFile: true, Seed: 4}
 	_, open, _ := dirRepo(t, o)
-	s, err := layout.OpenSearch{IndexUUID: "idx", Shard: 0}.Resolve(context.Background(), open, "", quiet)
+	s, err := view.OpenSearch{IndexUUID: "idx", Shard: 0}.Resolve(context.Background(), open, "", quiet)
 	if err != nil || s.Err() != nil {
 		t.Fatalf("from the index file: %v, %v", err, s.Err())
 	}
-	_, err = layout.OpenSearch{IndexUUID: "idx", Shard: 0, PathType: layout.Fixed, PathTypeSet: true}.Resolve(context.Background(), open, "", quiet)
+	_, err = view.OpenSearch{IndexUUID: "idx", Shard: 0, PathType: layout.Fixed, PathTypeSet: true}.Resolve(context.Background(), open, "", quiet)
 	if err == nil || !strings.Contains(err.Error(), "contradicts") {
 		t.Fatalf("a contradicting --path-type: %v", err)
 	}
@@ -90,11 +91,11 @@ func TestResolveFindsMissingAndShortBlobs(t *testing.T) {
 	if err := os.Truncate(filepath.Join(root, refs[1].Blobs["_0.doc"]), 10); err != nil {
 		t.Fatal(err)
 	}
-	s, err := layout.OpenSearch{IndexUUID: "idx", Shard: 0}.Resolve(context.Background(), open, "", quiet)
+	s, err := view.OpenSearch{IndexUUID: "idx", Shard: 0}.Resolve(context.Background(), open, "", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Problems) != 2 || !errors.Is(s.Err(), layout.ErrLayout) {
+	if len(s.Problems) != 2 || !errors.Is(s.Err(), view.ErrLayout) {
 		t.Fatalf("problems %+v, err %v; want the missing _1.tim and the short _0.doc", s.Problems, s.Err())
 	}
 	for _, p := range s.Problems {
@@ -157,9 +158,9 @@ func TestResolveRefusesImpossibleListedSizes(t *testing.T) {
 			}
 			// The path flags are set, so that a skipped index file
 			// would leave a shard to resolve.
-			q := layout.OpenSearch{IndexUUID: "idx", Shard: 0, PathType: layout.HashedInfix, HashAlgorithm: layout.FNV1aBase64}
+			q := view.OpenSearch{IndexUUID: "idx", Shard: 0, PathType: layout.HashedInfix, HashAlgorithm: layout.FNV1aBase64}
 			_, err := q.Resolve(context.Background(), lying, "", quiet)
-			if !errors.Is(err, layout.ErrLayout) {
+			if !errors.Is(err, view.ErrLayout) {
 				t.Fatalf("resolve: %v, want ErrLayout", err)
 			}
 			if !strings.Contains(err.Error(), c.file) || !strings.Contains(err.Error(), fmt.Sprintf("listed with %d bytes", c.size)) {
@@ -176,7 +177,7 @@ func TestResolveRefusesImpossibleListedSizes(t *testing.T) {
 func TestNewerMetadata(t *testing.T) {
 	o := osremote.Options{Base: "b", IndexUUID: "idx", Shard: 1, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1, Version: 2, Seed: 3}
 	root, open, _ := dirRepo(t, o)
-	q := layout.OpenSearch{IndexUUID: "idx", Shard: 1, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1}
+	q := view.OpenSearch{IndexUUID: "idx", Shard: 1, PathType: layout.HashedPrefix, HashAlgorithm: layout.FNV1aComposite1}
 	ctx := context.Background()
 	cur, err := q.Resolve(ctx, open, "b", quiet)
 	if err != nil || cur.Err() != nil {
@@ -186,7 +187,7 @@ func TestNewerMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next, err := layout.Newer(ctx, md, cur, 4); err != nil || next != nil {
+	if next, err := view.Newer(ctx, md, cur, 4); err != nil || next != nil {
 		t.Fatalf("Newer with no newer metadata file: %v, %v; want nothing", next, err)
 	}
 
@@ -199,7 +200,7 @@ func TestNewerMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	heads := cur.Data.Counters().Stats.Load()
-	next, err := layout.Newer(ctx, md, cur, 4)
+	next, err := view.Newer(ctx, md, cur, 4)
 	if err != nil || next == nil || next.Err() != nil {
 		t.Fatalf("Newer after a new refresh: %v, %v", next, err)
 	}
@@ -224,7 +225,7 @@ func TestNewerMetadata(t *testing.T) {
 	if got := cur.Data.Counters().Stats.Load() - heads; got != want {
 		t.Errorf("Newer asked for %d blobs, want %d (one per blob the view did not show)", got, want)
 	}
-	if again, err := layout.Newer(ctx, md, next, 4); err != nil || again != nil {
+	if again, err := view.Newer(ctx, md, next, 4); err != nil || again != nil {
 		t.Errorf("Newer of the newer shard: %v, %v; want nothing", again, err)
 	}
 
@@ -246,8 +247,8 @@ func TestNewerMetadata(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, victim)); err != nil {
 		t.Fatal(err)
 	}
-	bad, err := layout.Newer(ctx, md, next, 4)
-	if err != nil || bad == nil || bad.Err() == nil || !errors.Is(bad.Err(), layout.ErrLayout) {
+	bad, err := view.Newer(ctx, md, next, 4)
+	if err != nil || bad == nil || bad.Err() == nil || !errors.Is(bad.Err(), view.ErrLayout) {
 		t.Fatalf("Newer with a blob gone: %v, err %v; want a shard whose Err names it", bad, err)
 	}
 	if !strings.Contains(bad.Err().Error(), path.Base(victim)) {

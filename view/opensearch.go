@@ -1,4 +1,4 @@
-package layout
+package view
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/layout"
 )
 
 // OpenSearch names one shard of an OpenSearch remote segment store: the
@@ -23,23 +24,18 @@ import (
 type OpenSearch struct {
 	IndexUUID     string
 	Shard         int
-	PathType      PathType
+	PathType      layout.PathType
 	PathTypeSet   bool
-	HashAlgorithm HashAlgorithm
+	HashAlgorithm layout.HashAlgorithm
 	HashSet       bool
 	// Metadata is "newest" (or "") for the shard's current state, or the
 	// name of one metadata file: a point-in-time view of an earlier
 	// refresh or commit.
 	Metadata string
 	// indexPathRead: the path type and hash are the index path file's
-	// already (a Repository read it), so Resolve does not look again.
+	// already (a RemoteStore read it), so Resolve does not look again.
 	indexPathRead bool
 }
-
-// MaxMetadataSize bounds the metadata file read into memory: a shard's
-// file list and its SegmentInfos, far below this for any real shard. A
-// listing that claims more is refused before anything is read.
-const MaxMetadataSize = 64 << 20
 
 // checkReadSize returns nil if size, what a listing claims for a file
 // that is read whole into memory (a metadata or remote-index-path file),
@@ -50,8 +46,8 @@ func checkReadSize(size int64) error {
 	switch {
 	case size < 0:
 		return fmt.Errorf("listed with %d bytes, below zero", size)
-	case size > MaxMetadataSize:
-		return fmt.Errorf("listed with %d bytes, more than the %d segfs reads", size, MaxMetadataSize)
+	case size > layout.MaxMetadataSize:
+		return fmt.Errorf("listed with %d bytes, more than the %d segfs reads", size, layout.MaxMetadataSize)
 	}
 	return nil
 }
@@ -69,7 +65,7 @@ type Shard struct {
 	Entries      []entry.Entry
 	Problems     []Problem
 	MetadataFile string // the metadata file's name
-	Metadata     *Metadata
+	Metadata     *layout.Metadata
 	DataPath     string // the data blobs' prefix below the root
 	MetadataPath string // the metadata files' prefix below the root
 }
@@ -77,7 +73,7 @@ type Shard struct {
 // Problem is a file of the metadata whose blob is missing or is not of
 // the metadata's length.
 type Problem struct {
-	File    FileEntry
+	File    layout.FileEntry
 	Missing bool   // no blob of that name; else the blob's length differs
 	Size    int64  // the blob's length, when there is one
 	Detail  string // one line naming the file and the blob
@@ -87,14 +83,21 @@ type Problem struct {
 // says, else an error naming the first file that it does not (and how
 // many more there are).
 func (s *Shard) Err() error {
-	if len(s.Problems) == 0 {
+	return problemsErr("metadata file "+s.MetadataFile+" ", s.Problems)
+}
+
+// problemsErr is a shard's Err: nil for no problems, else ErrLayout
+// with what names the shard's metadata, the first problem and how many
+// more there are.
+func problemsErr(what string, problems []Problem) error {
+	if len(problems) == 0 {
 		return nil
 	}
 	more := ""
-	if n := len(s.Problems) - 1; n > 0 {
+	if n := len(problems) - 1; n > 0 {
 		more = fmt.Sprintf(" (and %d more)", n)
 	}
-	return fmt.Errorf("%w: metadata file %s %s%s", ErrLayout, s.MetadataFile, s.Problems[0].Detail, more)
+	return fmt.Errorf("%w: %s%s%s", ErrLayout, what, problems[0].Detail, more)
 }
 
 // ErrLayout marks a store that does not hold the shard as a whole: a
@@ -121,8 +124,8 @@ func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *
 			return nil, err
 		}
 	}
-	mdPath := ShardPath(o.PathType, o.HashAlgorithm, base, o.IndexUUID, o.Shard, "segments", "metadata")
-	dataPath := ShardPath(o.PathType, o.HashAlgorithm, base, o.IndexUUID, o.Shard, "segments", "data")
+	mdPath := layout.ShardPath(o.PathType, o.HashAlgorithm, base, o.IndexUUID, o.Shard, "segments", "metadata")
+	dataPath := layout.ShardPath(o.PathType, o.HashAlgorithm, base, o.IndexUUID, o.Shard, "segments", "data")
 	mdStore, err := open(ctx, mdPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: metadata of shard %d of index %s (%s paths) at %s: %w", ErrLayout, o.Shard, o.IndexUUID, o.PathType, mdPath, err)
@@ -166,7 +169,7 @@ func (o OpenSearch) Resolve(ctx context.Context, open Opener, base string, log *
 
 // newestMetadata lists the metadata prefix, picks the file o names (or
 // the newest) and reads it.
-func (o OpenSearch) newestMetadata(ctx context.Context, mdStore fetcher.Store) (*Metadata, string, fetcher.Object, error) {
+func (o OpenSearch) newestMetadata(ctx context.Context, mdStore fetcher.Store) (*layout.Metadata, string, fetcher.Object, error) {
 	mdObjs, err := mdStore.List(ctx)
 	if err != nil {
 		return nil, "", fetcher.Object{}, fmt.Errorf("list %s: %w", mdStore, err)
@@ -181,7 +184,7 @@ func (o OpenSearch) newestMetadata(ctx context.Context, mdStore fetcher.Store) (
 
 // readMetadata reads and parses the metadata file name (obj in mdStore),
 // refusing a listed size it would not allocate.
-func readMetadata(ctx context.Context, mdStore fetcher.Store, name string, obj fetcher.Object) (*Metadata, error) {
+func readMetadata(ctx context.Context, mdStore fetcher.Store, name string, obj fetcher.Object) (*layout.Metadata, error) {
 	if err := checkReadSize(obj.Size); err != nil {
 		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
 	}
@@ -189,7 +192,7 @@ func readMetadata(ctx context.Context, mdStore fetcher.Store, name string, obj f
 	if err := mdStore.ReadRange(ctx, obj, 0, raw); err != nil {
 		return nil, fmt.Errorf("read metadata file %s: %w", name, err)
 	}
-	md, err := ParseMetadata(raw)
+	md, err := layout.ParseMetadata(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: metadata file %s: %w", ErrLayout, name, err)
 	}
@@ -210,7 +213,7 @@ func (o OpenSearch) pickMetadata(objs []fetcher.Object) (string, fetcher.Object,
 	}
 	name := o.Metadata
 	if name == "" || name == "newest" {
-		newest, err := NewestMetadata(names)
+		newest, err := layout.NewestMetadata(names)
 		if err != nil {
 			return "", fetcher.Object{}, err
 		}
@@ -228,10 +231,10 @@ func (o OpenSearch) pickMetadata(objs []fetcher.Object) (string, fetcher.Object,
 // files whose blob is missing or of another length. mdObj is the
 // metadata file's own object: its time is the inline segments_N's. A
 // name that is not a plain file name, or an uploaded name that is not a
-// plain blob name (checkBlobName, as ParseMetadata checks it), is an
+// plain blob name (layout.CheckBlobName, as ParseMetadata checks it), is an
 // error: a blob is matched to the listing by exactly the key it is read
 // by, at mount as at refresh.
-func shardEntries(md *Metadata, blobs []fetcher.Object, mdObj fetcher.Object) ([]entry.Entry, []Problem, error) {
+func shardEntries(md *layout.Metadata, blobs []fetcher.Object, mdObj fetcher.Object) ([]entry.Entry, []Problem, error) {
 	if err := checkBlobNames(md.Files); err != nil {
 		return nil, nil, err
 	}
@@ -242,7 +245,7 @@ func shardEntries(md *Metadata, blobs []fetcher.Object, mdObj fetcher.Object) ([
 	inline := md.SegmentInfos != nil && md.Generation >= 0
 	segments := ""
 	if inline {
-		segments = SegmentsFileName(md.Generation)
+		segments = layout.SegmentsFileName(md.Generation)
 	}
 	entries := make([]entry.Entry, 0, len(md.Files)+1)
 	var problems []Problem
@@ -277,7 +280,7 @@ func shardEntries(md *Metadata, blobs []fetcher.Object, mdObj fetcher.Object) ([
 // the flags left them unset; a flag that contradicts it is an error.
 // Without the file the flags (or their defaults) stand.
 func (o *OpenSearch) pathsFromIndexFile(ctx context.Context, open Opener, base string, log *slog.Logger) error {
-	dir := path.Join(base, IndexPathDir)
+	dir := path.Join(base, layout.IndexPathDir)
 	st, err := open(ctx, dir)
 	if err != nil {
 		log.Debug("no remote-index-path directory", "dir", dir, "err", err)
@@ -288,7 +291,7 @@ func (o *OpenSearch) pathsFromIndexFile(ctx context.Context, open Opener, base s
 		return fmt.Errorf("list %s: %w", st, err)
 	}
 	for _, obj := range objs {
-		if uuid, ok := indexPathFileUUID(obj.Key); !ok || uuid != o.IndexUUID {
+		if uuid, ok := layout.IndexPathFileUUID(obj.Key); !ok || uuid != o.IndexUUID {
 			continue // another index's file: what it holds is not this mount's concern
 		}
 		// The index's file, by its name, refused as the metadata file
@@ -297,14 +300,14 @@ func (o *OpenSearch) pathsFromIndexFile(ctx context.Context, open Opener, base s
 		if err := checkReadSize(obj.Size); err != nil {
 			return fmt.Errorf("%w: %s/%s: %w", ErrLayout, dir, obj.Key, err)
 		}
-		if obj.Size > MaxIndexPathSize {
-			return fmt.Errorf("%w: %s/%s: listed with %d bytes, more than the %d segfs reads of an index path file", ErrLayout, dir, obj.Key, obj.Size, MaxIndexPathSize)
+		if obj.Size > layout.MaxIndexPathSize {
+			return fmt.Errorf("%w: %s/%s: listed with %d bytes, more than the %d segfs reads of an index path file", ErrLayout, dir, obj.Key, obj.Size, layout.MaxIndexPathSize)
 		}
 		raw := make([]byte, obj.Size)
 		if err := st.ReadRange(ctx, obj, 0, raw); err != nil {
 			return fmt.Errorf("read %s/%s: %w", dir, obj.Key, err)
 		}
-		ip, err := ParseIndexPath(raw)
+		ip, err := layout.ParseIndexPath(raw)
 		if err != nil {
 			return fmt.Errorf("%w: %s/%s: %w", ErrLayout, dir, obj.Key, err)
 		}
@@ -330,10 +333,10 @@ func (o *OpenSearch) pathsFromIndexFile(ctx context.Context, open Opener, base s
 
 // Newer returns the shard as its newest metadata file now shows it, or
 // nil if that file is still cur's or records no later state than cur's
-// (metadataNewer: a listing that lacks cur's file must not take the view
+// (layout.MetadataNewer: a listing that lacks cur's file must not take the view
 // back to an older commit). It lists mdStore, the store of the shard's
 // metadata prefix (cur.MetadataPath), and reads the new metadata file,
-// whose uploaded names must be plain blob names (checkBlobName), as at
+// whose uploaded names must be plain blob names (layout.CheckBlobName), as at
 // mount; it does not list the data prefix again: a blob cur shows under
 // the same name and length is known, and every other blob the new
 // metadata names is asked for with one HEAD (at most parallel at once). A blob that is missing or of
@@ -350,7 +353,7 @@ func Newer(ctx context.Context, mdStore fetcher.Store, cur *Shard, parallel int)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrLayout, mdStore, err)
 	}
-	if !metadataNewer(name, cur.MetadataFile) { // cur's own file included
+	if !layout.MetadataNewer(name, cur.MetadataFile) { // cur's own file included
 		return nil, nil
 	}
 	md, err := readMetadata(ctx, mdStore, name, obj)
@@ -383,14 +386,14 @@ func Newer(ctx context.Context, mdStore fetcher.Store, cur *Shard, parallel int)
 // an error: a transient failure must not read as a missing blob. Every
 // uploaded name must be a plain blob name (checkBlobNames, which Newer
 // runs first): it is sent as the key it is.
-func statBlobs(ctx context.Context, data fetcher.Store, files []FileEntry, known map[string]fetcher.Object, parallel int) ([]fetcher.Object, error) {
+func statBlobs(ctx context.Context, data fetcher.Store, files []layout.FileEntry, known map[string]fetcher.Object, parallel int) ([]fetcher.Object, error) {
 	var (
 		mu    sync.Mutex
 		blobs = make([]fetcher.Object, 0, len(files))
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
-	var unknown []FileEntry
+	var unknown []layout.FileEntry
 	for _, f := range files {
 		if b, ok := known[f.Uploaded]; ok && (f.Length < 0 || b.Size == f.Length) {
 			blobs = append(blobs, b) // before any HEAD runs: no lock needed
@@ -420,10 +423,10 @@ func statBlobs(ctx context.Context, data fetcher.Store, files []FileEntry, known
 }
 
 // checkBlobNames returns an error naming the first of files whose
-// uploaded name is not a plain blob name (checkBlobName).
-func checkBlobNames(files []FileEntry) error {
+// uploaded name is not a plain blob name (layout.CheckBlobName).
+func checkBlobNames(files []layout.FileEntry) error {
 	for _, f := range files {
-		if err := checkBlobName(f.Uploaded); err != nil {
+		if err := layout.CheckBlobName(f.Uploaded); err != nil {
 			return fmt.Errorf("file %q: uploaded as %w", f.Name, err)
 		}
 	}

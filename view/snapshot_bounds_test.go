@@ -1,4 +1,4 @@
-package layout_test
+package view_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/snapshot"
+	"github.com/segfs/segfs/view"
 )
 
 // memStore is a store of objects in memory, some of them listed with a
@@ -59,7 +60,7 @@ func (m *memStore) obj(key string) (fetcher.Object, bool) {
 func (m *memStore) sub(p string) fetcher.Store { return &memSub{m, p} }
 
 // opener opens sub-stores of m.
-func (m *memStore) opener() layout.Opener {
+func (m *memStore) opener() view.Opener {
 	return func(_ context.Context, sub string) (fetcher.Store, error) { return m.sub(sub), nil }
 }
 
@@ -165,7 +166,7 @@ func hostileShard(t *testing.T, ss *snapshot.ShardSnapshot) (*memStore, string) 
 func TestSnapshotResolveLazyParts(t *testing.T) {
 	m, _ := hostileShard(t, onePartEach(16, snapshot.MaxShardParts/16))
 	start := time.Now()
-	sh, err := layout.Snapshot{Index: "logs"}.Resolve(context.Background(), m.opener(), "", quiet)
+	sh, err := view.Snapshot{Index: "logs"}.Resolve(context.Background(), m.opener(), "", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestSnapshotResolveLazyParts(t *testing.T) {
 	}
 
 	m, _ = hostileShard(t, onePartEach(100_000, 1<<20))
-	_, err = layout.Snapshot{Index: "logs"}.Resolve(context.Background(), m.opener(), "", quiet)
+	_, err = view.Snapshot{Index: "logs"}.Resolve(context.Background(), m.opener(), "", quiet)
 	if err == nil || !errors.Is(err, snapshot.ErrBlob) || !strings.Contains(err.Error(), "MaxShardParts") {
 		t.Errorf("100,000 files of 2^20 parts: %v, want an error naming MaxShardParts", err)
 	}
@@ -196,14 +197,14 @@ func TestSnapshotResolveHonoursContext(t *testing.T) {
 			m.sizes[fmt.Sprintf("%s/__b%d.part%d", dir, i, p)] = 1
 		}
 	}
-	sh, err := layout.Snapshot{Index: "logs"}.Resolve(context.Background(), m.opener(), "", quiet)
+	sh, err := view.Snapshot{Index: "logs"}.Resolve(context.Background(), m.opener(), "", quiet)
 	if err != nil || sh.Err() != nil || len(sh.Entries) != 4 {
 		t.Fatalf("every part stored: %v, %v, %d entries", err, sh.Err(), len(sh.Entries))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m.onList = cancel
-	_, err = layout.Snapshot{Index: "logs"}.Resolve(ctx, m.opener(), "", quiet)
+	_, err = view.Snapshot{Index: "logs"}.Resolve(ctx, m.opener(), "", quiet)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled while walking the parts: %v, want context.Canceled", err)
 	}
@@ -251,9 +252,9 @@ func TestReadCatalogBound(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, err := layout.ReadCatalog(ctx, m.opener(), "", layout.CatalogFilter{}, 4)
+	_, err := view.ReadCatalog(ctx, m.opener(), "", view.CatalogFilter{}, 4)
 	runtime.ReadMemStats(&after)
-	if !errors.Is(err, layout.ErrTooManyShards) || !strings.Contains(err.Error(), `hold 131072000 (index "big" 131072000 of them), more than 65536`) {
+	if !errors.Is(err, view.ErrTooManyShards) || !strings.Contains(err.Error(), `hold 131072000 (index "big" 131072000 of them), more than 65536`) {
 		t.Errorf("2,000 x 65,536 shards: %v, want ErrTooManyShards naming the count and the index", err)
 	}
 	if n := m.stats.Load(); n != 2 {
@@ -266,8 +267,8 @@ func TestReadCatalogBound(t *testing.T) {
 	// Within the bound: one snapshot, with the filter or with a bound
 	// of exactly its shards.
 	m = catalogRepo(t, 3, 40, 40)
-	for _, f := range []layout.CatalogFilter{{Snapshot: "s1"}, {MaxShards: 120}} {
-		cat, err := layout.ReadCatalog(ctx, m.opener(), "", f, 4)
+	for _, f := range []view.CatalogFilter{{Snapshot: "s1"}, {MaxShards: 120}} {
+		cat, err := view.ReadCatalog(ctx, m.opener(), "", f, 4)
 		if err != nil {
 			t.Fatalf("%+v: %v", f, err)
 		}
@@ -284,7 +285,7 @@ func TestReadCatalogBound(t *testing.T) {
 			t.Errorf("%+v: %d shards read, want %d", f, n, want)
 		}
 	}
-	if _, err := layout.ReadCatalog(ctx, m.opener(), "", layout.CatalogFilter{MaxShards: 119}, 4); !errors.Is(err, layout.ErrTooManyShards) {
+	if _, err := view.ReadCatalog(ctx, m.opener(), "", view.CatalogFilter{MaxShards: 119}, 4); !errors.Is(err, view.ErrTooManyShards) {
 		t.Errorf("120 shards, a bound of 119: %v, want ErrTooManyShards", err)
 	}
 
@@ -296,8 +297,8 @@ func TestReadCatalogBound(t *testing.T) {
 		fail        bool
 	}{{5, 0, true}, {6, 5, false}, {0, 5, false}} {
 		m.stats.Store(0)
-		cat, err := layout.ReadCatalog(ctx, m.opener(), "", layout.CatalogFilter{MaxShards: c.max}, 4)
-		if c.fail != errors.Is(err, layout.ErrTooManyShards) || !c.fail && err != nil {
+		cat, err := view.ReadCatalog(ctx, m.opener(), "", view.CatalogFilter{MaxShards: c.max}, 4)
+		if c.fail != errors.Is(err, view.ErrTooManyShards) || !c.fail && err != nil {
 			t.Errorf("probed, bound %d: %v", c.max, err)
 			continue
 		}

@@ -1,4 +1,4 @@
-package layout_test
+package view_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/osremote"
+	"github.com/segfs/segfs/view"
 )
 
 // A repository of two indices on a local file system: the fixed one
@@ -39,10 +40,10 @@ func TestRepositoryIndicesAndShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &layout.Repository{Top: top, Base: "b", Log: quiet}
+	r := &view.RemoteStore{Top: top, Base: "b", Log: quiet}
 	listed, err := r.Indices(ctx)
 	var got []string
-	var shown []layout.IndexRef
+	var shown []view.IndexRef
 	for _, ref := range listed {
 		if !ref.Hidden {
 			got = append(got, ref.UUID)

@@ -1,4 +1,4 @@
-package layout_test
+package view_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/layout"
 	"github.com/segfs/segfs/tests/snaprepo"
+	"github.com/segfs/segfs/view"
 )
 
 // The catalog of a repository: every snapshot, the indices each holds
@@ -53,7 +54,7 @@ func TestReadCatalog(t *testing.T) {
 			return fetcher.Open(ctx, "file://"+filepath.Join(root, sub), fetcher.Config{})
 		}
 		ctx := context.Background()
-		cat, err := layout.ReadCatalog(ctx, open, "base", layout.CatalogFilter{}, 4)
+		cat, err := view.ReadCatalog(ctx, open, "base", view.CatalogFilter{}, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,12 +90,12 @@ func TestReadCatalog(t *testing.T) {
 			}
 		}
 
-		cat, err = layout.ReadCatalog(ctx, open, "base", layout.CatalogFilter{Snapshot: "s2", Index: "metrics"}, 4)
+		cat, err = view.ReadCatalog(ctx, open, "base", view.CatalogFilter{Snapshot: "s2", Index: "metrics"}, 4)
 		if err != nil || len(cat.Snapshots) != 1 || len(cat.Snapshots[0].Indices) != 1 || cat.Snapshots[0].Indices[0].Name != "metrics" {
 			t.Errorf("filtered: %+v, %v; want s2's metrics alone", cat, err)
 		}
-		for _, f := range []layout.CatalogFilter{{Snapshot: "s9"}, {Index: "nope"}} {
-			if _, err := layout.ReadCatalog(ctx, open, "base", f, 4); !errors.Is(err, layout.ErrLayout) {
+		for _, f := range []view.CatalogFilter{{Snapshot: "s9"}, {Index: "nope"}} {
+			if _, err := view.ReadCatalog(ctx, open, "base", f, 4); !errors.Is(err, view.ErrLayout) {
 				t.Errorf("%+v: %v, want an error of the layout", f, err)
 			}
 		}
@@ -109,7 +110,7 @@ func TestReadCatalog(t *testing.T) {
 		if err := os.WriteFile(p, raw, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cat, err = layout.ReadCatalog(ctx, open, "base", layout.CatalogFilter{Snapshot: "s1"}, 4)
+		cat, err = view.ReadCatalog(ctx, open, "base", view.CatalogFilter{Snapshot: "s1"}, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
