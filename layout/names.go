@@ -237,7 +237,7 @@ func isDecimal(s string) bool {
 // is fetched as: a server resolves dot elements and separators in the
 // request's path, and path.Join cleans them, so that another shard's or
 // another index's blob would be read as this shard's file (issue 42).
-// ParseMetadata refuses a file naming one; Resolve and Newer check
+// ParseMetadata refuses a file naming one; view's resolvers check
 // again before a name is matched to a listing or asked for.
 func CheckBlobName(name string) error {
 	switch {

@@ -168,10 +168,12 @@ func (t *repoTree) Has(dir, name string) bool {
 }
 
 // shardDir parses the shard number of a shard's directory path rest
-// ("3/").
+// ("3/"): a number as a listing names it, so "-0", "+3" and "03" are
+// not shards.
 func shardDir(dir, rest string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimSuffix(rest, "/"))
-	if err != nil || n < 0 {
+	name := strings.TrimSuffix(rest, "/")
+	n, err := strconv.Atoi(name)
+	if err != nil || n < 0 || strconv.Itoa(n) != name {
 		return 0, fmt.Errorf("%s is not a shard's directory", dir)
 	}
 	return n, nil

@@ -192,21 +192,23 @@ func (t *snapTree) Files(ctx context.Context, dir string) ([]entry.Entry, error)
 	if err != nil {
 		return nil, err
 	}
+	// The names are looked up before a resolution slot is waited for:
+	// an absent snapshot or index fails at once.
+	repo := t.root()
+	info, ix, err := pick(repo, parts[0], parts[1])
+	if err != nil {
+		return nil, err
+	}
+	// Resolved in the repository narrowed to that one snapshot and index,
+	// so that no name of the directory path can stand for another
+	// snapshot, and a resolution waiting for its slot holds nothing of a
+	// root a newer generation replaced.
+	ix.Snapshots = []string{info.UUID}
+	one := &snapshot.Repository{Generation: repo.Generation, Snapshots: []snapshot.SnapshotInfo{info}, Indices: map[string]snapshot.IndexInfo{parts[1]: ix}}
+	open := func(ctx context.Context, sub string) (fetcher.Store, error) { return fetcher.Sub(t.top, sub) }
 	var sh *SnapshotShard
 	var base string
-	err = t.budget.resolveShard(ctx, func() error {
-		repo := t.root()
-		info, ix, err := pick(repo, parts[0], parts[1])
-		if err != nil {
-			return err
-		}
-		// Resolved in the repository narrowed to that one snapshot and
-		// index, so that no name of the directory path can stand for
-		// another snapshot, and a resolution holds nothing of a root a
-		// newer generation replaced.
-		ix.Snapshots = []string{info.UUID}
-		one := &snapshot.Repository{Generation: repo.Generation, Snapshots: []snapshot.SnapshotInfo{info}, Indices: map[string]snapshot.IndexInfo{parts[1]: ix}}
-		open := func(ctx context.Context, sub string) (fetcher.Store, error) { return fetcher.Sub(t.top, sub) }
+	err = t.budget.resolveShard(ctx, func() (err error) {
 		if sh, err = (Snapshot{Name: info.Name, Index: parts[1], Shard: shard}).ResolveIn(ctx, open, t.base, one, t.log); err != nil {
 			return err
 		}

@@ -57,9 +57,10 @@ func (s Spec) shape() shape {
 func (s Spec) newest() bool { return s.Metadata == "" || s.Metadata == "newest" }
 
 // Check refuses flags that do not go together: none is silently
-// ignored.
+// ignored. Metadata is "newest" unless --layout opensearch names a file
+// (the flag's default; "" stands for newest in a shard's Spec only).
 func (s Spec) Check() error {
-	if s.Layout == "plain" && (s.IndexUUID != "" || s.Shard >= 0 || s.PathType != "" || s.HashAlgorithm != "" || !s.newest()) {
+	if s.Layout == "plain" && (s.IndexUUID != "" || s.Shard >= 0 || s.PathType != "" || s.HashAlgorithm != "" || s.Metadata != "newest") {
 		return fmt.Errorf("--index-uuid, --shard, --path-type, --hash-algorithm and --metadata need --layout opensearch")
 	}
 	if s.Layout != "snapshot" && (s.Index != "" || s.Snapshot != "newest" && s.Snapshot != "") {
@@ -67,12 +68,12 @@ func (s Spec) Check() error {
 	}
 	switch s.shape() {
 	case snapshotRepo:
-		if s.IndexUUID != "" || s.PathType != "" || s.HashAlgorithm != "" || !s.newest() {
+		if s.IndexUUID != "" || s.PathType != "" || s.HashAlgorithm != "" || s.Metadata != "newest" {
 			return fmt.Errorf("--index-uuid, --path-type, --hash-algorithm and --metadata are --layout opensearch's")
 		}
 	case snapshotShard:
 		switch {
-		case s.IndexUUID != "" || s.PathType != "" || s.HashAlgorithm != "" || !s.newest():
+		case s.IndexUUID != "" || s.PathType != "" || s.HashAlgorithm != "" || s.Metadata != "newest":
 			return fmt.Errorf("--index-uuid, --path-type, --hash-algorithm and --metadata are --layout opensearch's; --layout snapshot takes --snapshot, --index and --shard")
 		case s.Index == "":
 			return fmt.Errorf("--layout snapshot needs --index")

@@ -124,7 +124,7 @@ func TestRepositoryTree(t *testing.T) {
 	if _, err := v.Dirs(ctx, "nothere/"); !errors.Is(err, ErrLayout) {
 		t.Errorf("Dirs(nothere/) = %v; want a layout error", err)
 	}
-	for _, d := range []string{"idxA/7/", "idxA/x/", "idxA/-1/", "idxA/0/extra/"} {
+	for _, d := range []string{"idxA/7/", "idxA/x/", "idxA/-1/", "idxA/-0/", "idxA/01/", "idxA/0/extra/"} {
 		if _, err := v.Files(ctx, d); err == nil {
 			t.Errorf("Files(%s) resolved", d)
 		}

@@ -48,7 +48,7 @@ type engineConfig struct {
 	// (--max-dirs), each a node of segfs.DirBytes; 0 for another mount.
 	dirs int
 	// resolve is what a repository mount's shard resolutions in flight
-	// may hold (mountCmd.resolveMemory).
+	// may hold (view.Spec.ResolveMemory).
 	resolve int64
 }
 

@@ -26,7 +26,7 @@ type memoryBound struct {
 	Tree   int64 // the tree, per listed key, and a repository mount's directories (--max-dirs)
 	Index  int64 // the disk cache's index, per cached part
 	// Resolve is a repository mount's shard resolutions in flight, each
-	// a metadata file read and decoded at its worst (resolveSlots).
+	// a metadata file read and decoded at its worst (view.ResolveSlots).
 	Resolve int64
 	// Listeners are the HTTP listeners' connections, every slot taken:
 	// the control socket's, and --metrics-addr's and --pprof-addr's
