@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/alecthomas/kong"
+	"github.com/segfs/segfs/quote"
 )
 
 // cli is the command line. Each command's Run does the work.
@@ -61,7 +62,7 @@ func main() {
 	}
 	// One line, escaped: an error may quote a key of the store, which
 	// may hold a newline or an escape sequence.
-	fmt.Fprintf(os.Stderr, "segfs: %s\n", escapeText(err.Error()))
+	fmt.Fprintf(os.Stderr, "segfs: %s\n", quote.Text(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		os.Exit(ee.code)
@@ -72,11 +73,11 @@ func main() {
 // newLogger returns the logger of --log-format and --log-level. A
 // record is one line with no control byte whatever names it holds: the
 // text handler quotes a value that needs it, the JSON one escapes
-// control characters and escapedJSON the other unprintable runes.
+// control characters and quote.JSONWriter the other unprintable runes.
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(escapedJSON{w}, opts))
+		return slog.New(slog.NewJSONHandler(quote.JSONWriter{W: w}, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }

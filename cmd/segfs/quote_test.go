@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/segfs/segfs/quote"
 )
 
 // hostileNames are keys a store may hold that must not reach a terminal
@@ -46,97 +48,6 @@ func controlFree(t *testing.T, what, out string, tabs bool) {
 	}
 }
 
-func TestQuoteName(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		// Lucene and OpenSearch names, and other usual ones, stay as
-		// they are.
-		{"_0.cfs", "_0.cfs"},
-		{"segments_5", "segments_5"},
-		{"write.lock", "write.lock"},
-		{"indices/k2ij/0/index/_1_Lucene90_0.tim", "indices/k2ij/0/index/_1_Lucene90_0.tim"},
-		{"odd/uni-é", "odd/uni-é"},
-		{"per%cent#hash?q", "per%cent#hash?q"},
-		// What would be ambiguous or unsafe is quoted.
-		{"", `""`},
-		{"sp ace", `"sp ace"`},
-		{`"quoted"`, `"\"quoted\""`},
-		{"it's", `"it's"`},
-		{`back\slash`, `"back\\slash"`},
-		{"a\nsegfs: forged", `"a\nsegfs: forged"`},
-		{"b\x1b[31mred", `"b\x1b[31mred"`},
-		{"c\u009b31m", `"c\u009b31m"`},
-		{"d\xff.cfs", `"d\xff.cfs"`},
-		{"e\u202eexe.fdt", `"e\u202eexe.fdt"`},
-		{"nb\u00a0sp", `"nb\u00a0sp"`},
-		{"\ufffd", "\ufffd"}, // a valid U+FFFD is a printable rune
-		{"h\x7fdel", `"h\x7fdel"`},
-	} {
-		got := quoteName(c.in)
-		if got != c.want {
-			t.Errorf("quoteName(%q) = %s, want %s", c.in, got, c.want)
-		}
-		back := got
-		if strings.HasPrefix(got, `"`) {
-			var err error
-			if back, err = strconv.Unquote(got); err != nil {
-				t.Errorf("quoteName(%q) = %s: does not unquote: %v", c.in, got, err)
-			}
-		}
-		if back != c.in {
-			t.Errorf("quoteName(%q) = %s gives back %q", c.in, got, back)
-		}
-		controlFree(t, "quoteName("+strconv.Quote(c.in)+")", got, false)
-	}
-}
-
-func TestEscapeText(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"fetch idx/b [0,1024): object not found", "fetch idx/b [0,1024): object not found"},
-		{"uni-é: ok", "uni-é: ok"},
-		{`a\b`, `a\b`},
-		{"read a\nsegfs: forged: EIO", `read a\nsegfs: forged: EIO`},
-		{"b\x1b[31mred", `b\x1b[31mred`},
-		{"d\xff\xfe", `d\xff\xfe`},
-		{"c\u009b", `c\u009b`},
-		{"tab\there", `tab\there`},
-		{"h\x7fdel", `h\x7fdel`},
-	} {
-		got := escapeText(c.in)
-		if got != c.want {
-			t.Errorf("escapeText(%q) = %q, want %q", c.in, got, c.want)
-		}
-		controlFree(t, "escapeText("+strconv.Quote(c.in)+")", got, false)
-	}
-}
-
-// escapeJSON leaves JSON as a decoder reads it, and leaves no
-// unprintable rune in it; JSON without one is returned as it is.
-func TestEscapeJSON(t *testing.T) {
-	values := append([]string{"_0.cfs", "uni-é", "h\x7fdel", "\U0001d11e music", "z\U000e0001tag"}, hostileNames...)
-	for _, v := range values {
-		raw, err := json.Marshal(map[string]string{"name": v})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := escapeJSON(raw)
-		controlFree(t, "escapeJSON of "+strconv.Quote(v), string(got), false)
-		var back map[string]string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Fatalf("escapeJSON(%s) = %s: not JSON: %v", raw, got, err)
-		}
-		if want := strings.ToValidUTF8(v, "\ufffd"); back["name"] != want {
-			t.Errorf("escapeJSON(%s) = %s decodes to %q, want %q", raw, got, back["name"], want)
-		}
-		if printableText(v) && !bytes.Equal(got, raw) {
-			t.Errorf("escapeJSON changed %s to %s", raw, got)
-		}
-	}
-	// A byte that is not UTF-8, which no encoder writes, is U+FFFD.
-	if got := string(escapeJSON([]byte("\"a\xffb\""))); got != `"a\ufffdb"` {
-		t.Errorf("escapeJSON of a byte that is not UTF-8: %s", got)
-	}
-}
-
 // The file table of segfs status has one row a file whatever its name,
 // and prints no control byte; plain names are printed as they are.
 func TestPrintStatusQuotesNames(t *testing.T) {
@@ -156,8 +67,8 @@ func TestPrintStatusQuotesNames(t *testing.T) {
 		t.Fatalf("status has %d lines after its file table's heading, want %d:\n%s", len(table), len(rep.Files), out)
 	}
 	for i, f := range rep.Files {
-		if !strings.HasSuffix(table[i], " "+quoteName(f.Name)) {
-			t.Errorf("row %d %q does not end in the file's quoted name %s", i, table[i], quoteName(f.Name))
+		if !strings.HasSuffix(table[i], " "+quote.Name(f.Name)) {
+			t.Errorf("row %d %q does not end in the file's quoted name %s", i, table[i], quote.Name(f.Name))
 		}
 	}
 	if !strings.HasSuffix(table[0], " _0.cfs") {
@@ -201,7 +112,7 @@ func TestWarmFollowQuotesNames(t *testing.T) {
 	// The events are JSON, which carries a byte that is not UTF-8 as
 	// U+FFFD.
 	for i, n := range hostileNames {
-		if want := "cached " + quoteName(strings.ToValidUTF8(n, "\ufffd")); outLines[2+i] != want {
+		if want := "cached " + quote.Name(strings.ToValidUTF8(n, "\ufffd")); outLines[2+i] != want {
 			t.Errorf("line %d: %q, want %q", 2+i, outLines[2+i], want)
 		}
 	}
@@ -210,7 +121,7 @@ func TestWarmFollowQuotesNames(t *testing.T) {
 		t.Errorf("warm printed %d lines on stderr, want one a failed file:\n%s", len(errLines), stderr.String())
 	}
 	for i, l := range errLines {
-		if want := "segfs: warm: " + quoteName(strings.ToValidUTF8(hostileNames[i], "\ufffd")+"x") + ": fetch "; !strings.HasPrefix(l, want) {
+		if want := "segfs: warm: " + quote.Name(strings.ToValidUTF8(hostileNames[i], "\ufffd")+"x") + ": fetch "; !strings.HasPrefix(l, want) {
 			t.Errorf("stderr line %d: %q, want it to start with %q", i, l, want)
 		}
 	}
@@ -234,8 +145,8 @@ func TestVerifyReportQuotesNames(t *testing.T) {
 		t.Fatalf("verify printed %d lines, want %d (heading, a row a file, summary):\n%s", len(lines), want, b.String())
 	}
 	for i, r := range results {
-		if !strings.HasPrefix(lines[1+i], quoteName(r.Name)+" ") {
-			t.Errorf("row %q does not start with the quoted name %s", lines[1+i], quoteName(r.Name))
+		if !strings.HasPrefix(lines[1+i], quote.Name(r.Name)+" ") {
+			t.Errorf("row %q does not start with the quoted name %s", lines[1+i], quote.Name(r.Name))
 		}
 	}
 }

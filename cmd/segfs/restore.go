@@ -14,6 +14,7 @@ import (
 	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/lucene"
 	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/quote"
 	"github.com/segfs/segfs/reader"
 	"github.com/segfs/segfs/restore"
 	"github.com/segfs/segfs/view"
@@ -78,7 +79,7 @@ func (c *restoreCmd) Run(log *slog.Logger) error {
 	sum, err := c.restore(ctx, log, os.Stderr)
 	if sum != nil {
 		for _, f := range sum.Failed {
-			fmt.Fprintf(os.Stderr, "restore: %s: %s\n", quoteName(f.Name), escapeText(f.Err.Error()))
+			fmt.Fprintf(os.Stderr, "restore: %s: %s\n", quote.Name(f.Name), quote.Text(f.Err.Error()))
 		}
 		fmt.Println(summaryLine(sum))
 	}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/segfs/segfs/quote"
 	"github.com/segfs/segfs/snapshot"
 	"github.com/segfs/segfs/view"
 )
@@ -74,7 +75,7 @@ func (c *snapshotsCmd) report(w io.Writer, cat *view.Catalog) int {
 		}
 	}
 	if c.JSON {
-		writeJSON(w, cat)
+		quote.WriteJSON(w, cat)
 		return bad
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -83,21 +84,21 @@ func (c *snapshotsCmd) report(w io.Writer, cat *view.Catalog) int {
 	for _, s := range cat.Snapshots {
 		// Names from the repository must not forge a row or reach the
 		// terminal as control bytes.
-		head := fmt.Sprintf("%s\t%s\t%s\t%s", quoteName(s.Name), quoteName(s.UUID), s.State, escapeText(s.Version))
+		head := fmt.Sprintf("%s\t%s\t%s\t%s", quote.Name(s.Name), quote.Name(s.UUID), s.State, quote.Text(s.Version))
 		if len(s.Indices) == 0 {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t\n", head)
 		}
 		for _, ix := range s.Indices {
 			if len(ix.Shards) == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\tno shard has a snapshot\n", head, quoteName(ix.Name))
+				fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\tno shard has a snapshot\n", head, quote.Name(ix.Name))
 			}
 			for _, sh := range ix.Shards {
 				shards++
 				if sh.Error != "" {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t%s\n", head, quoteName(ix.Name), sh.Shard, escapeText(sh.Error))
+					fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t%s\n", head, quote.Name(ix.Name), sh.Shard, quote.Text(sh.Error))
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t\n", head, quoteName(ix.Name), sh.Shard, sh.Files, humanBytes(sh.Bytes))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t\n", head, quote.Name(ix.Name), sh.Shard, sh.Files, humanBytes(sh.Bytes))
 			}
 		}
 	}

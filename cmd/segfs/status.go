@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/segfs/segfs/quote"
 	"golang.org/x/term"
 )
 
@@ -57,7 +58,7 @@ func (c *statusCmd) Run(log *slog.Logger) error {
 		return fmt.Errorf("status of %s: %s: %s", c.Mountpoint, resp.Status, strings.TrimSpace(string(body)))
 	}
 	if c.JSON {
-		_, err = os.Stdout.Write(escapeJSON(body)) // the same JSON, without raw C1 controls
+		_, err = os.Stdout.Write(quote.JSON(body)) // the same JSON, without raw C1 controls
 		return err
 	}
 	var rep statusReport
@@ -89,10 +90,10 @@ func printStatus(w io.Writer, r *statusReport) {
 	m := r.Counters
 	pct := func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "source\t%s\n", quoteName(r.Source))
-	fmt.Fprintf(tw, "mountpoint\t%s (pid %d, up %s)\n", quoteName(r.Mountpoint), r.PID, time.Duration(r.UptimeSeconds*float64(time.Second)).Round(time.Second))
-	fmt.Fprintf(tw, "version\t%s\n", escapeText(r.Version))
-	fmt.Fprintf(tw, "cache\t%s of %s in %d parts, %s\n", humanBytes(r.CacheBytes), humanBytes(r.CacheMaxBytes), r.CacheParts, quoteName(r.CacheDir))
+	fmt.Fprintf(tw, "source\t%s\n", quote.Name(r.Source))
+	fmt.Fprintf(tw, "mountpoint\t%s (pid %d, up %s)\n", quote.Name(r.Mountpoint), r.PID, time.Duration(r.UptimeSeconds*float64(time.Second)).Round(time.Second))
+	fmt.Fprintf(tw, "version\t%s\n", quote.Text(r.Version))
+	fmt.Fprintf(tw, "cache\t%s of %s in %d parts, %s\n", humanBytes(r.CacheBytes), humanBytes(r.CacheMaxBytes), r.CacheParts, quote.Name(r.CacheDir))
 	fmt.Fprintf(tw, "files\t%d, %s of %s cached (%s)\n", r.FileCount, humanBytes(r.CachedBytes), humanBytes(r.TotalBytes), pct(ratio(r.CachedBytes, r.TotalBytes)))
 	fmt.Fprintf(tw, "hits\t%s of %d part reads without waiting for the store (%s from disk); %d reads, %s\n",
 		pct(r.HitRatio), r.PartReads, pct(r.DiskHitRatio), m["reads"], humanBytes(m["read_bytes"]))
@@ -110,7 +111,7 @@ func printStatus(w io.Writer, r *statusReport) {
 			if name == "" {
 				name = "."
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d files\t \t%s\n", pct(d.Fraction), humanBytes(d.Size), d.Files, quoteName(name+"/"))
+			fmt.Fprintf(tw, "%s\t%s\t%d files\t \t%s\n", pct(d.Fraction), humanBytes(d.Size), d.Files, quote.Name(name+"/"))
 		}
 		tw.Flush()
 	}
@@ -121,7 +122,7 @@ func printStatus(w io.Writer, r *statusReport) {
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	for _, f := range r.Files {
-		fmt.Fprintf(tw, "%s\t%s\t \t%s\n", pct(f.Fraction), humanBytes(f.Size), quoteName(f.Name))
+		fmt.Fprintf(tw, "%s\t%s\t \t%s\n", pct(f.Fraction), humanBytes(f.Size), quote.Name(f.Name))
 	}
 	tw.Flush()
 }
@@ -215,7 +216,7 @@ func (c *warmCmd) follow(ctx context.Context, body io.Reader, stdout, stderr io.
 		if ev.Error != "" {
 			// The name and the daemon's message are printed escaped: the
 			// name is a key of the store, and the message may quote it.
-			failure := quoteName(ev.File) + ": " + escapeText(ev.Error)
+			failure := quote.Name(ev.File) + ": " + quote.Text(ev.Error)
 			failures = append(failures, failure)
 			if bar != nil {
 				bar.Clear()
@@ -224,7 +225,7 @@ func (c *warmCmd) follow(ctx context.Context, body io.Reader, stdout, stderr io.
 		} else if ev.File != "" {
 			done++
 			if bar == nil && !c.Quiet {
-				fmt.Fprintf(stdout, "cached %s\n", quoteName(ev.File))
+				fmt.Fprintf(stdout, "cached %s\n", quote.Name(ev.File))
 			}
 		}
 		if bar != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/segfs/segfs/lucene"
 	"github.com/segfs/segfs/prefetch"
+	"github.com/segfs/segfs/quote"
 	"github.com/segfs/segfs/reader"
 	"github.com/segfs/segfs/view"
 )
@@ -321,7 +322,7 @@ func (c *verifyCmd) report(w io.Writer, results []verifyResult) int {
 			Damaged int            `json:"damaged"`
 			Summary string         `json:"summary"`
 		}{c.Source, c.Deep, results, bad, summary}
-		writeJSON(w, out)
+		quote.WriteJSON(w, out)
 		return bad
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -333,7 +334,7 @@ func (c *verifyCmd) report(w io.Writer, results []verifyResult) int {
 		}
 		// A name from the store, and a problem that may quote one, must
 		// not forge a row or reach the terminal as control bytes.
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", quoteName(r.Name), r.Size, sum, r.Status, escapeText(r.Problem))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", quote.Name(r.Name), r.Size, sum, r.Status, quote.Text(r.Problem))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, summary)

@@ -1,4 +1,6 @@
-package main
+// Package quote makes names and messages from a store safe to print:
+// for people (Name, Text) and for programs (JSON, WriteJSON).
+package quote
 
 import (
 	"encoding/json"
@@ -15,12 +17,12 @@ import (
 // messages. A key is any byte string an S3 client chose: one holding a
 // newline would forge a line of that output, one holding an escape
 // sequence would drive the terminal. So every name or path printed goes
-// through quoteName and every message that may hold one through
-// escapeText. Output meant for programs (--json, --log-format json) is
-// JSON, escaped by its encoder and by escapeJSON for what the encoder
+// through Name and every message that may hold one through
+// Text. Output meant for programs (--json, --log-format json) is
+// JSON, escaped by its encoder and by JSON for what the encoder
 // passes; the text log is quoted by slog's handler (TestLogEscapesNames).
 
-// quoteName returns name as a line of output shows it: unchanged when it
+// Name returns name as a line of output shows it: unchanged when it
 // is valid UTF-8 of printable runes without a space, quote or backslash,
 // as every Lucene file name is (_0.cfs, segments_5, indices/x/0/_1.fdt);
 // otherwise as a Go string literal (strconv.Quote), which writes each
@@ -29,17 +31,17 @@ import (
 // the exact bytes of the name, invalid UTF-8 included; a name that would
 // look like a quoted one (it starts with a quote) or is empty is quoted
 // too, so a printed name is never ambiguous.
-func quoteName(name string) string {
-	if name != "" && plainName(name) {
+func Name(name string) string {
+	if name != "" && plain(name) {
 		return name
 	}
 	return strconv.Quote(name)
 }
 
-// plainName reports whether s is valid UTF-8 of printable runes (as
+// plain reports whether s is valid UTF-8 of printable runes (as
 // strconv.IsPrint, which admits no space but U+0020) without a space,
 // quote or backslash.
-func plainName(s string) bool {
+func plain(s string) bool {
 	for i, r := range s {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
@@ -53,15 +55,15 @@ func plainName(s string) bool {
 	return true
 }
 
-// escapeText returns the message s with every unprintable rune written
+// Text returns the message s with every unprintable rune written
 // as its Go escape (a newline as \n, ESC as \x1b, U+202E as \u202e) and
 // every byte that is not UTF-8 as \xNN; the rest, spaces included, stays
 // as it is. The result is one line with no control byte, whatever names
-// the message quotes. Unlike quoteName it does not escape backslashes:
+// the message quotes. Unlike Name it does not escape backslashes:
 // it is for people, who read the escapes as such; a message's names, when
-// they must be told apart exactly, are quoteName'd where it is made.
-func escapeText(s string) string {
-	if printableText(s) {
+// they must be told apart exactly, are Name'd where it is made.
+func Text(s string) string {
+	if Printable(s) {
 		return s
 	}
 	var b strings.Builder
@@ -80,9 +82,9 @@ func escapeText(s string) string {
 	return b.String()
 }
 
-// printableText reports whether s is valid UTF-8 of printable runes (as
+// Printable reports whether s is valid UTF-8 of printable runes (as
 // strconv.IsPrint: U+0020 is the one space among them).
-func printableText(s string) bool {
+func Printable(s string) bool {
 	for i, r := range s {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
@@ -96,7 +98,7 @@ func printableText(s string) bool {
 	return true
 }
 
-// escapeJSON returns the JSON text p (as encoding/json and slog write
+// JSON returns the JSON text p (as encoding/json and slog write
 // it) with each rune that is unprintable but not escaped by them written
 // as a \u escape: DEL, the C1 controls (U+009B is CSI to terminals that
 // take C1 controls in UTF-8) and format runes such as U+202E, which the
@@ -104,7 +106,7 @@ func printableText(s string) bool {
 // ASCII, so every such rune is in a string, where the escape means the
 // same rune: the values a program decodes are unchanged. p is returned
 // as it is when it holds none.
-func escapeJSON(p []byte) []byte {
+func JSON(p []byte) []byte {
 	clean := true
 	for i := 0; i < len(p) && clean; {
 		r, size := utf8.DecodeRune(p[i:])
@@ -132,28 +134,28 @@ func escapeJSON(p []byte) []byte {
 	return out
 }
 
-// escapedInJSON reports whether escapeJSON escapes the rune r, decoded
+// escapedInJSON reports whether JSON escapes the rune r, decoded
 // from size bytes: DEL, an unprintable rune beyond ASCII, a byte that is
 // not UTF-8. The encoders escape the ASCII controls themselves.
 func escapedInJSON(r rune, size int) bool {
 	return r == 0x7f || r == utf8.RuneError && size == 1 || r >= utf8.RuneSelf && !strconv.IsPrint(r)
 }
 
-// escapedJSON writes JSON text through escapeJSON. Each Write must hold
+// JSONWriter writes JSON text through JSON. Each Write must hold
 // whole runes, as slog's JSON handler and json.Encoder write a whole
 // record or value at once.
-type escapedJSON struct{ w io.Writer }
+type JSONWriter struct{ W io.Writer }
 
-// writeJSON writes v to w as indented JSON, with the characters a
-// terminal would act on escaped (escapedJSON): a command's --json output.
-func writeJSON(w io.Writer, v any) {
-	enc := json.NewEncoder(escapedJSON{w})
+// WriteJSON writes v to w as indented JSON, with the characters a
+// terminal would act on escaped (JSONWriter): a command's --json output.
+func WriteJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(JSONWriter{W: w})
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
 }
 
-func (e escapedJSON) Write(p []byte) (int, error) {
-	if _, err := e.w.Write(escapeJSON(p)); err != nil {
+func (e JSONWriter) Write(p []byte) (int, error) {
+	if _, err := e.W.Write(JSON(p)); err != nil {
 		return 0, err
 	}
 	return len(p), nil
