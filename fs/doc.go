@@ -17,9 +17,8 @@
 //     of a repository implements): directories listed and shards'
 //     files added at first use, within LazyLimits.
 //   - errno.go: errors become errnos in one place, which logs them.
-//   - mount.go, mountinfo.go: mounting, the kernel's readahead, finding
-//     mounts; probe.go: whether the kernel takes passthrough files;
-//     access.go: allow_root, a filter of callers before the tree.
+//   - mount.go: mounting and the kernel's readahead; probe.go: whether
+//     the kernel takes passthrough files; access.go: allow_root, a filter of callers before the tree.
 //
 // Invariants:
 //   - Nothing is writable: the mount is read-only and every mutating

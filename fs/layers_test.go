@@ -15,6 +15,7 @@ func TestLayers(t *testing.T) {
 		"stats":            -1, // counters and histograms, which every layer keeps
 		"dirfd":            -1, // system calls below a held directory, which cache and restore share
 		"directio":         -1, // O_DIRECT alignment, which cache and restore share
+		"mountinfo":        -1, // the kernel's table of mounts, which fs, the command and the tests read
 		"quote":            -1, // names from a store made safe to print, for the command and its servers
 		"internal/testmem": -1, // the tests' count of bytes allocated, imported by tests alone
 		"fetcher":          0, "cache": 0, "compress": 0, "lucene": 0, "smile": 0,

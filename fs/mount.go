@@ -11,6 +11,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/segfs/segfs/mountinfo"
 )
 
 // MountConfig configures Mount.
@@ -139,7 +140,7 @@ func Mount(mountpoint string, root *Root, cfg MountConfig) (*fuse.Server, error)
 // reader's stream into small requests; the mount's backing device setting
 // lifts the cap. It takes root; otherwise the default stays.
 func setReadahead(mountpoint string, size int) error {
-	e, ok, err := FindMount(mountpoint)
+	e, ok, err := mountinfo.Find(mountpoint)
 	if err != nil || !ok {
 		return fmt.Errorf("readahead: mount not found: %v", err)
 	}

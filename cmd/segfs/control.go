@@ -17,6 +17,7 @@ import (
 	"time"
 
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -60,10 +61,10 @@ func (f controlFlags) socketPath(mountpoint string) (string, error) {
 }
 
 // canonicalMountpoint is mountpoint as the kernel names it
-// (segfs.CanonicalMountpoint): a mount on a symlink's target is found by
+// (mountinfo.Canonical): a mount on a symlink's target is found by
 // either name.
 func canonicalMountpoint(mountpoint string) (string, error) {
-	p, err := segfs.CanonicalMountpoint(mountpoint)
+	p, err := mountinfo.Canonical(mountpoint)
 	if err != nil {
 		return "", fmt.Errorf("mountpoint %s: %w", mountpoint, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/mountinfo"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
 	"github.com/segfs/segfs/view"
@@ -336,7 +337,7 @@ func checkMountpoint(dir string, log *slog.Logger) error {
 	case !fi.IsDir():
 		return fmt.Errorf("mountpoint %s is not a directory", dir)
 	}
-	if e, mounted, err := segfs.FindMount(dir); err == nil && mounted {
+	if e, mounted, err := mountinfo.Find(dir); err == nil && mounted {
 		return fmt.Errorf("mountpoint %s is busy: %s (%s) is already mounted there", dir, e.Source, e.FsType)
 	}
 	return nil
@@ -347,7 +348,7 @@ func checkMountpoint(dir string, log *slog.Logger) error {
 // kernel cached while the server lived (for an hour); statfs is never
 // cached, so it reaches the connection and fails if nobody serves it.
 func isDeadSegfsMount(dir string) bool {
-	e, ok, err := segfs.FindMount(dir)
+	e, ok, err := mountinfo.Find(dir)
 	if err != nil || !ok || e.FsType != segfs.FuseType {
 		return false
 	}
@@ -360,7 +361,7 @@ func isDeadSegfsMount(dir string) bool {
 // connection, so that nothing stays blocked on it, and detaches it. Mounts
 // of other file systems are left alone.
 func clearDeadMount(dir string, log *slog.Logger) error {
-	e, ok, err := segfs.FindMount(dir)
+	e, ok, err := mountinfo.Find(dir)
 	if err != nil {
 		return err
 	}
@@ -368,10 +369,10 @@ func clearDeadMount(dir string, log *slog.Logger) error {
 		return fmt.Errorf("%s is not a segfs mount (%s)", dir, e.FsType)
 	}
 	log.Warn("clearing the dead mount of a segfs that exited", "mountpoint", dir, "source", e.Source)
-	if err := segfs.AbortConnection(dir); err != nil {
+	if err := mountinfo.Abort(dir); err != nil {
 		log.Debug("abort failed; detaching anyway", "err", err)
 	}
-	return detach(dir)
+	return mountinfo.Unmount(dir, true)
 }
 
 // engineConfig is the engine a mount of store, with keys listed keys,

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/mountinfo"
 )
 
 const (
@@ -148,7 +149,7 @@ func confirmServing(mountpoint string, timeout time.Duration) (string, error) {
 // mountAnswers returns the source of the segfs mount at mountpoint once
 // mountinfo lists it and its server answers a statfs.
 func mountAnswers(mountpoint string) (string, error) {
-	e, ok, err := segfs.FindMount(mountpoint)
+	e, ok, err := mountinfo.Find(mountpoint)
 	switch {
 	case err != nil:
 		return "", err

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/mountinfo"
 	"github.com/segfs/segfs/reader"
 )
 
@@ -22,7 +21,7 @@ type unmountCmd struct {
 
 // Run unmounts a segfs mount, refusing mounts of other file systems.
 func (c *unmountCmd) Run(log *slog.Logger) error {
-	e, mounted, err := segfs.FindMount(c.Mountpoint)
+	e, mounted, err := mountinfo.Find(c.Mountpoint)
 	if err != nil {
 		return err
 	}
@@ -33,9 +32,9 @@ func (c *unmountCmd) Run(log *slog.Logger) error {
 		return fmt.Errorf("%s is a %s mount, not segfs; refusing to unmount it", c.Mountpoint, e.FsType)
 	}
 	if c.Lazy {
-		err = detach(c.Mountpoint)
+		err = mountinfo.Unmount(c.Mountpoint, true)
 	} else {
-		err = unmount(c.Mountpoint)
+		err = mountinfo.Unmount(c.Mountpoint, false)
 	}
 	if errors.Is(err, syscall.EBUSY) {
 		return fmt.Errorf("unmount %s: files are open (close them, or use --lazy): %w", c.Mountpoint, err)
@@ -44,44 +43,6 @@ func (c *unmountCmd) Run(log *slog.Logger) error {
 		return err
 	}
 	log.Info("unmounted", "mountpoint", c.Mountpoint)
-	return nil
-}
-
-// unmount unmounts dir: directly as root, else with fusermount3.
-func unmount(dir string) error {
-	return umount(dir, false)
-}
-
-// detach lazily unmounts dir: it leaves the namespace at once and the
-// kernel drops it when the last open file is closed.
-func detach(dir string) error {
-	return umount(dir, true)
-}
-
-func umount(dir string, lazy bool) error {
-	if os.Geteuid() == 0 {
-		flags := 0
-		if lazy {
-			flags = syscall.MNT_DETACH
-		}
-		if err := syscall.Unmount(dir, flags); err != nil {
-			return fmt.Errorf("unmount %s: %w", dir, err)
-		}
-		return nil
-	}
-	args := []string{"-u"}
-	if lazy {
-		args = append(args, "-z")
-	}
-	out, err := exec.Command("fusermount3", append(args, dir)...).CombinedOutput()
-	if err != nil {
-		msg := strings.TrimSpace(string(out))
-		if strings.Contains(msg, "busy") {
-			// fusermount3 reports only text; keep the errno for callers.
-			return fmt.Errorf("fusermount3 -u %s: %s: %w", dir, msg, syscall.EBUSY)
-		}
-		return fmt.Errorf("fusermount3 -u %s: %s: %w", dir, msg, err)
-	}
 	return nil
 }
 
@@ -112,7 +73,7 @@ func unmountServer(mountpoint string, served <-chan struct{}, sigs <-chan os.Sig
 	failed := false // an unmount failed (and was logged)
 retrying:
 	for {
-		err := unmount(mountpoint)
+		err := mountinfo.Unmount(mountpoint, false)
 		if err == nil {
 			// Nothing is open: the reads left are requests the kernel
 			// gave up on, which need not wait for the remote.
@@ -148,7 +109,7 @@ retrying:
 			break retrying
 		}
 	}
-	if err := detach(mountpoint); err != nil {
+	if err := mountinfo.Unmount(mountpoint, true); err != nil {
 		log.Error("detach failed", "mountpoint", mountpoint, "err", err)
 	}
 	rd.Close()

@@ -37,6 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/mountinfo"
 	"github.com/segfs/segfs/tests/harness"
 )
 
@@ -118,7 +119,7 @@ func (e *helperEnv) newMountpoint(t *testing.T) string {
 func (e *helperEnv) clear(t *testing.T, dir string) {
 	if ok, _ := harness.IsMounted(dir); ok {
 		t.Logf("cleanup: %s is still mounted; detaching it", dir)
-		_ = segfs.AbortConnection(dir)
+		_ = mountinfo.Abort(dir)
 		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
 			t.Errorf("cleanup: detach %s: %v", dir, err)
 		}
@@ -579,7 +580,7 @@ func listenNotify(t *testing.T, path, dir, file string) *notifyListener {
 // serving checks that the mount serves: it is in mountinfo and a file in
 // it can be stat'ed.
 func (l *notifyListener) serving() error {
-	e, ok, err := segfs.FindMount(l.dir)
+	e, ok, err := mountinfo.Find(l.dir)
 	switch {
 	case err != nil:
 		return err
@@ -699,7 +700,7 @@ func TestMountThroughSymlink(t *testing.T) {
 		Dir:    link,
 	})
 	l.waitFor(t, "READY=1", 30*time.Second)
-	if e, ok, err := segfs.FindMount(real); err != nil || !ok || e.FsType != segfs.FuseType {
+	if e, ok, err := mountinfo.Find(real); err != nil || !ok || e.FsType != segfs.FuseType {
 		t.Fatalf("mountinfo at %s: %+v, %v, %v; want the segfs mount", real, e, ok, err)
 	}
 	for _, name := range []string{link, real} {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/mountinfo"
 	"github.com/segfs/segfs/tests/harness"
 )
 
@@ -25,7 +25,7 @@ func TestReadaheadFlag(t *testing.T) {
 		want string
 	}{{nil, "1024"}, {[]string{"--readahead", "256KiB"}, "256"}, {[]string{"--readahead", "4MiB"}, "4096"}} {
 		m := mountFile(t, dir, c.args...)
-		e, ok, err := segfs.FindMount(m.Dir)
+		e, ok, err := mountinfo.Find(m.Dir)
 		if err != nil || !ok {
 			t.Fatalf("%v: mount not found in mountinfo: %v", c.args, err)
 		}

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/mountinfo"
 )
 
 // UnmountGrace is how long Unmount waits for segfs to exit after SIGTERM.
@@ -285,7 +285,7 @@ func (m *Mount) kill() {
 	if m.proc.waitFor(5 * time.Second) {
 		return
 	}
-	_ = segfs.AbortConnection(m.Dir)
+	_ = mountinfo.Abort(m.Dir)
 	<-m.proc.exited
 }
 
@@ -312,7 +312,7 @@ func (m *Mount) crash() error {
 	if !m.proc.waitFor(5 * time.Second) {
 		// A thread of segfs waits on its own mount: abort the
 		// connection (the mount stays, dead) so that it can exit.
-		_ = segfs.AbortConnection(m.Dir)
+		_ = mountinfo.Abort(m.Dir)
 		<-m.proc.exited
 	}
 	m.mu.Lock()

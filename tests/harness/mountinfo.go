@@ -6,14 +6,13 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/segfs/segfs/mountinfo"
 	"golang.org/x/sys/unix"
-
-	segfs "github.com/segfs/segfs/fs"
 )
 
 // IsMounted reports whether a FUSE file system is mounted at dir.
 func IsMounted(dir string) (bool, error) {
-	e, ok, err := segfs.FindMount(dir)
+	e, ok, err := mountinfo.Find(dir)
 	if err != nil {
 		return false, err
 	}

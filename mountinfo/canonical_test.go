@@ -1,4 +1,4 @@
-package fs
+package mountinfo
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// CanonicalMountpoint names a directory as the kernel names a mount on
+// Canonical names a directory as the kernel names a mount on
 // it: links in the parents and at the end resolved, relative ones from
 // their own directory; a loop is an error.
 func TestCanonicalMountpoint(t *testing.T) {
@@ -44,18 +44,18 @@ func TestCanonicalMountpoint(t *testing.T) {
 	}
 	for _, in := range []string{real, filepath.Join(base, "rel"), filepath.Join(base, "abs"),
 		filepath.Join(base, "chain"), filepath.Join(base, "parent", "real"), filepath.Join(base, "data", "..", "data", "real")} {
-		if got, err := CanonicalMountpoint(in); err != nil || got != real {
-			t.Errorf("CanonicalMountpoint(%s) = %q, %v; want %s", in, got, err, real)
+		if got, err := Canonical(in); err != nil || got != real {
+			t.Errorf("Canonical(%s) = %q, %v; want %s", in, got, err, real)
 		}
 	}
-	if got, err := CanonicalMountpoint(filepath.Join(base, "dotdot")); err != nil || got != filepath.Join(other, "real") {
+	if got, err := Canonical(filepath.Join(base, "dotdot")); err != nil || got != filepath.Join(other, "real") {
 		t.Errorf("a link to sub/../real, sub a link: %q, %v; want %s", got, err, filepath.Join(other, "real"))
 	}
 	missing := filepath.Join(base, "parent", "absent")
-	if got, err := CanonicalMountpoint(missing); err != nil || got != filepath.Join(base, "data", "absent") {
-		t.Errorf("CanonicalMountpoint(%s) = %q, %v; want the name under the resolved parent", missing, got, err)
+	if got, err := Canonical(missing); err != nil || got != filepath.Join(base, "data", "absent") {
+		t.Errorf("Canonical(%s) = %q, %v; want the name under the resolved parent", missing, got, err)
 	}
-	if _, err := CanonicalMountpoint(filepath.Join(base, "loop1")); !errors.Is(err, syscall.ELOOP) {
+	if _, err := Canonical(filepath.Join(base, "loop1")); !errors.Is(err, syscall.ELOOP) {
 		t.Errorf("a symlink loop: %v; want ELOOP", err)
 	}
 }

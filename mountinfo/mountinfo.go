@@ -1,29 +1,33 @@
-package fs
+// Package mountinfo reads the kernel's table of mounts (/proc/self/mountinfo)
+// and acts on a FUSE mount found there: it names a mount point as the
+// kernel does, aborts a connection whose server is gone, and unmounts.
+package mountinfo
 
 import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 )
 
-// MountEntry is one line of /proc/self/mountinfo.
-type MountEntry struct {
+// Entry is one line of /proc/self/mountinfo.
+type Entry struct {
 	Dev    string // "major:minor" of the mounted file system
 	Dir    string // mount point
 	FsType string // e.g. "fuse.segfs"
 	Source string // e.g. "s3://bucket/prefix"
 }
 
-// CanonicalMountpoint returns dir as the kernel names its mount point:
+// Canonical returns dir as the kernel names its mount point:
 // absolute, with every symlink on the way resolved, dir itself included
 // when it is one. The parents are resolved by EvalSymlinks; dir itself
 // is looked at with lstat only when mountinfo lists no mount there,
 // because an lstat of a mount point is a request to its server, which
 // a wedged one never answers (a mount point is no symlink anyway).
-func CanonicalMountpoint(dir string) (string, error) {
+func Canonical(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
@@ -34,7 +38,7 @@ func CanonicalMountpoint(dir string) (string, error) {
 			return "", err
 		}
 		abs = filepath.Join(parent, filepath.Base(abs))
-		if _, mounted, err := findMount(abs); err == nil && mounted {
+		if _, mounted, err := find(abs); err == nil && mounted {
 			return abs, nil
 		}
 		fi, err := os.Lstat(abs)
@@ -65,45 +69,45 @@ func CanonicalMountpoint(dir string) (string, error) {
 	return "", fmt.Errorf("%s: %w", dir, syscall.ELOOP)
 }
 
-// FindMount returns the entry of the mount whose mount point is dir
-// (CanonicalMountpoint), if any. Stacked mounts return the topmost entry.
-func FindMount(dir string) (MountEntry, bool, error) {
-	abs, err := CanonicalMountpoint(dir)
+// Find returns the entry of the mount whose mount point is dir
+// (Canonical), if any. Stacked mounts return the topmost entry.
+func Find(dir string) (Entry, bool, error) {
+	abs, err := Canonical(dir)
 	if err != nil {
 		if abs, err = filepath.Abs(dir); err != nil {
-			return MountEntry{}, false, fmt.Errorf("mountinfo: %w", err)
+			return Entry{}, false, fmt.Errorf("mountinfo: %w", err)
 		}
 	}
-	return findMount(abs)
+	return find(abs)
 }
 
-// findMount returns the topmost mount entry whose mount point is abs,
+// find returns the topmost mount entry whose mount point is abs,
 // an absolute path compared as it is.
-func findMount(abs string) (MountEntry, bool, error) {
+func find(abs string) (Entry, bool, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return MountEntry{}, false, fmt.Errorf("mountinfo: %w", err)
+		return Entry{}, false, fmt.Errorf("mountinfo: %w", err)
 	}
 	defer f.Close()
-	var found MountEntry
+	var found Entry
 	ok := false
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		e, valid := parseMountinfoLine(sc.Text())
+		e, valid := parseLine(sc.Text())
 		if valid && e.Dir == abs {
 			found, ok = e, true
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return MountEntry{}, false, fmt.Errorf("mountinfo: %w", err)
+		return Entry{}, false, fmt.Errorf("mountinfo: %w", err)
 	}
 	return found, ok, nil
 }
 
-// parseMountinfoLine parses "id parent maj:min root mountpoint opts
+// parseLine parses "id parent maj:min root mountpoint opts
 // [optional...] - fstype source superopts".
-func parseMountinfoLine(line string) (MountEntry, bool) {
+func parseLine(line string) (Entry, bool) {
 	fields := strings.Fields(line)
 	sep := -1
 	for i, f := range fields {
@@ -113,18 +117,18 @@ func parseMountinfoLine(line string) (MountEntry, bool) {
 		}
 	}
 	if sep < 0 || len(fields) < sep+3 {
-		return MountEntry{}, false
+		return Entry{}, false
 	}
-	return MountEntry{
+	return Entry{
 		Dev:    fields[2],
-		Dir:    unescapeMountinfo(fields[4]),
+		Dir:    unescape(fields[4]),
 		FsType: fields[sep+1],
-		Source: unescapeMountinfo(fields[sep+2]),
+		Source: unescape(fields[sep+2]),
 	}, true
 }
 
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
+// unescape undoes the kernel's octal escapes (\040 for a space).
+func unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
@@ -154,13 +158,13 @@ func unescapeMountinfo(s string) string {
 // fusectlDir is where the kernel's FUSE control file system is mounted.
 const fusectlDir = "/sys/fs/fuse/connections"
 
-// AbortConnection aborts the FUSE connection of the mount at dir through
+// Abort aborts the FUSE connection of the mount at dir through
 // the fusectl file system (mounting it first if needed, which takes root).
 // Every request waiting on the connection then fails, which frees a
 // process stuck in the kernel on a mount whose server is dead, including
 // the dead server itself.
-func AbortConnection(dir string) error {
-	e, ok, err := FindMount(dir)
+func Abort(dir string) error {
+	e, ok, err := Find(dir)
 	if err != nil {
 		return err
 	}
@@ -178,6 +182,38 @@ func AbortConnection(dir string) error {
 	}
 	if err := os.WriteFile(ctl, []byte("1"), 0); err != nil {
 		return fmt.Errorf("abort FUSE connection of %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Unmount unmounts dir: directly as root (umount2, MNT_DETACH when lazy),
+// else with fusermount3. A lazy unmount leaves the namespace at once and
+// the kernel drops the mount when the last open file is closed. An
+// unmount that open files prevent wraps syscall.EBUSY, from fusermount3's
+// text too.
+func Unmount(dir string, lazy bool) error {
+	if os.Geteuid() == 0 {
+		flags := 0
+		if lazy {
+			flags = syscall.MNT_DETACH
+		}
+		if err := syscall.Unmount(dir, flags); err != nil {
+			return fmt.Errorf("unmount %s: %w", dir, err)
+		}
+		return nil
+	}
+	args := []string{"-u"}
+	if lazy {
+		args = append(args, "-z")
+	}
+	out, err := exec.Command("fusermount3", append(args, dir)...).CombinedOutput()
+	if err != nil {
+		msg := strings.TrimSpace(string(out))
+		if strings.Contains(msg, "busy") {
+			// fusermount3 reports only text; keep the errno for callers.
+			return fmt.Errorf("fusermount3 -u %s: %s: %w", dir, msg, syscall.EBUSY)
+		}
+		return fmt.Errorf("fusermount3 -u %s: %s: %w", dir, msg, err)
 	}
 	return nil
 }
