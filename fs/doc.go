@@ -9,7 +9,7 @@
 //   - file.go: file nodes and handles: an open becomes a reader.Handle,
 //     a read goes to it and its reply is sent from the engine's buffer
 //     when it lends one; the passthrough mode of a node.
-//   - view.go: a refresh of the tree in one step (Diff, Refresh,
+//   - view.go: a refresh of the tree in one step (entry.Diff applied: Refresh,
 //     RefreshWith, the names kept for --keep-removed); guard.go: the
 //     view lock LOOKUP and READDIRPLUS hold for reading, so that a
 //     refresh's change excludes them.

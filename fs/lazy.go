@@ -354,10 +354,10 @@ func validDirName(name string) bool {
 // addFiles shows entries, the files of dir (its node dn), each named
 // below it, and gives the directory its model for the prefetch
 // policies. Entries whose names are not below dir, or not usable, are
-// skipped (Shown).
+// skipped (entry.Shown).
 func (r *Root) addFiles(dn *dirNode, dir string, entries []entry.Entry) error {
 	var ok []entry.Entry
-	for _, e := range Shown(entries, r.log) {
+	for _, e := range entry.Shown(entries, r.log) {
 		if len(e.Name) > len(dir) && e.Name[:len(dir)] == dir {
 			ok = append(ok, e)
 		}

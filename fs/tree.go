@@ -102,39 +102,11 @@ func NewRoot(entries []entry.Entry, rd *reader.Reader, attr Attr, log *slog.Logg
 		attr:      attr,
 		ino:       RootIno,
 	}
-	shown := Shown(entries, log)
+	shown := entry.Shown(entries, log)
 	r.entries.Store(&shown)
 	r.listed = shown
 	r.dirNode.attr = &r.attr
 	return r
-}
-
-// Shown returns the entries a tree of entries shows, in their order:
-// those whose name is usable (entry.ValidName) and not also a
-// directory's. Each one left out is logged once. Only usable names imply
-// directories, so a key such as "a//b" or "a/.." hides nothing but
-// itself. NewRoot keeps these; a command that writes the files out
-// (segfs restore) writes these, so it never writes what a mount would
-// not show.
-func Shown(entries []entry.Entry, log *slog.Logger) []entry.Entry {
-	out := make([]entry.Entry, 0, len(entries))
-	for _, e := range entries {
-		if !entry.ValidName(e.Name) {
-			log.Warn("skipping object with an unusable name", "key", e.Obj.Key)
-			continue
-		}
-		out = append(out, e)
-	}
-	dirs := dirSet(out)
-	kept := out[:0]
-	for _, e := range out {
-		if dirs[e.Name] {
-			log.Warn("skipping object whose name is also a directory", "key", e.Obj.Key)
-			continue
-		}
-		kept = append(kept, e)
-	}
-	return kept
 }
 
 // Entries returns the files the tree shows, in listing order: what the
@@ -210,20 +182,6 @@ func dirNodeOf(inode *gofs.Inode) *dirNode {
 // listing of each would: for a shard layout, whose one directory is the
 // index, at mount.
 func (r *Root) Seen() { r.dirNode.seen() }
-
-// dirSet returns the set of every directory path implied by the names.
-func dirSet(entries []entry.Entry) map[string]bool {
-	dirs := make(map[string]bool)
-	for _, e := range entries {
-		for dir := path.Dir(e.Name); dir != "." && dir != "/"; dir = path.Dir(dir) {
-			if dirs[dir] {
-				break
-			}
-			dirs[dir] = true
-		}
-	}
-	return dirs
-}
 
 // dirNode is a directory. Its children change only in OnAdd and Refresh.
 type dirNode struct {

@@ -22,22 +22,6 @@ import (
 
 // A key that is not a clean path hides nothing but itself: "a//b" and
 // "a/." do not make "a" a directory and so do not hide the file "a".
-func TestUnusableKeysHideOnlyThemselves(t *testing.T) {
-	keys := []string{"a", "a//b", "a/.", "a/./b", "a/../x", "d", "d/x", "ok", "/abs", "e/", "nul\x00"}
-	var entries []entry.Entry
-	for _, k := range keys {
-		entries = append(entries, entry.Entry{Name: k, Obj: fetcher.Object{Key: k, ETag: `"e"`, Size: 1}})
-	}
-	var names []string
-	for _, e := range Shown(entries, slog.New(slog.DiscardHandler)) {
-		names = append(names, e.Name)
-	}
-	// "d" is a real directory's name as well as a file's: that file is
-	// left out, as before.
-	if want := []string{"a", "d/x", "ok"}; !slices.Equal(names, want) {
-		t.Fatalf("shown %q, want %q", names, want)
-	}
-}
 
 // Entries, what the engine serves (and --prefetch all fetches), are the
 // shown files only.

@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"maps"
@@ -18,62 +17,19 @@ import (
 	"github.com/segfs/segfs/reader"
 )
 
-// Change is what a new listing does to a tree's files: the names it
-// adds, the names whose object it replaces by another version, and the
-// names it removes. Added and Changed are in the new listing's order,
-// Removed in the old one's.
+// Change is what a refresh did to the tree's files (entry.Change), or
+// that it did nothing yet.
 type Change struct {
+	entry.Change
+
 	// Deferred: the change was not made, the tree being held by a
 	// lookup that resolves a directory (a repository mount); ask again.
 	Deferred bool
 
-	Added   []entry.Entry
-	Changed []entry.Entry
-	Removed []string
 	// Hidden counts the listing's entries the tree does not show
-	// (Shown): unusable names, names of directories. Warned of at mount;
-	// a refresh, which may run every second, only counts them.
+	// (entry.Shown): unusable names, names of directories. Warned of at
+	// mount; a refresh, which may run every second, only counts them.
 	Hidden int
-}
-
-// Empty reports whether the change leaves the tree as it is.
-func (c Change) Empty() bool { return len(c.Added)+len(c.Changed)+len(c.Removed) == 0 }
-
-// Diff returns the change from the files old to the files now, both as
-// Shown returns them (unique names). A name is changed when its object
-// is another version: another key, ETag or size, another form (raw,
-// seekable zstd or inline), or other inline bytes. A version is
-// immutable, so a name whose version is the same is kept as it is: its
-// node, inode number, cached pages and open handles.
-func Diff(old, now []entry.Entry) Change {
-	before := make(map[string]*entry.Entry, len(old))
-	for i := range old {
-		before[old[i].Name] = &old[i]
-	}
-	var c Change
-	seen := make(map[string]bool, len(now))
-	for _, e := range now {
-		seen[e.Name] = true
-		o, ok := before[e.Name]
-		switch {
-		case !ok:
-			c.Added = append(c.Added, e)
-		case !sameVersion(*o, e):
-			c.Changed = append(c.Changed, e)
-		}
-	}
-	for _, e := range old {
-		if !seen[e.Name] {
-			c.Removed = append(c.Removed, e.Name)
-		}
-	}
-	return c
-}
-
-// sameVersion reports whether a and b show the same bytes for good.
-func sameVersion(a, b entry.Entry) bool {
-	return a.Obj.Key == b.Obj.Key && a.Obj.ETag == b.Obj.ETag && a.Obj.Size == b.Obj.Size &&
-		(a.Table == nil) == (b.Table == nil) && (a.Inline == nil) == (b.Inline == nil) && bytes.Equal(a.Inline, b.Inline)
 }
 
 // Refresh changes the tree to show entries instead of what it shows, in
@@ -104,7 +60,7 @@ func (r *Root) Refresh(entries []entry.Entry) Change {
 // directories whose files changed get a new model for the prefetch
 // policies (reader.Dirs), as a new index would.
 func (r *Root) RefreshKeeping(entries []entry.Entry, keep time.Duration, now time.Time) (Change, time.Time) {
-	shown := Shown(entries, quiet)
+	shown := entry.Shown(entries, quiet)
 	c, next := r.apply(func([]entry.Entry) []entry.Entry { return shown }, keep, now)
 	c.Hidden = len(entries) - len(shown)
 	r.stats.Refreshes.Add(1)
@@ -121,7 +77,7 @@ func (r *Root) RefreshWith(update func(listed []entry.Entry) []entry.Entry, keep
 	var hidden int
 	c, next := r.apply(func(listed []entry.Entry) []entry.Entry {
 		entries := update(listed)
-		shown := Shown(entries, quiet)
+		shown := entry.Shown(entries, quiet)
 		hidden = len(entries) - len(shown)
 		return shown
 	}, keep, now)
@@ -182,7 +138,7 @@ func (r *Root) apply(listing func(listed []entry.Entry) []entry.Entry, keep time
 			}
 		}
 	}
-	dirs := dirSet(shown)
+	dirs := entry.DirSet(shown)
 	visible := slices.Clone(shown)
 	var next time.Time
 	for _, name := range slices.Sorted(maps.Keys(r.kept)) {
@@ -200,7 +156,7 @@ func (r *Root) apply(listing func(listed []entry.Entry) []entry.Entry, keep time
 	}
 	r.listed = shown
 	r.stats.FilesKept.Store(int64(len(r.kept)))
-	c := Diff(old, visible)
+	c := Change{Change: entry.Diff(old, visible)}
 	if c.Empty() {
 		r.entries.Store(&visible) // the same versions; keep the newer listing's times
 		r.mu.Unlock()

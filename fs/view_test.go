@@ -26,41 +26,6 @@ func names(es []entry.Entry) []string {
 	return out
 }
 
-func TestDiff(t *testing.T) {
-	inline := ent("idx/segments_2", "", 3)
-	inline.Inline = []byte("abc")
-	old := []entry.Entry{ent("a", `"1"`, 10), ent("b", `"1"`, 10), ent("c", `"1"`, 10), ent("d", `"1"`, 10), inline}
-	newInline := inline
-	newInline.Inline = []byte("abd")
-	zst := ent("d", `"1"`, 10)
-	zst.Obj.Key = "d.zst"
-	now := []entry.Entry{
-		ent("a", `"1"`, 10), // kept
-		ent("b", `"2"`, 10), // another ETag
-		ent("c", `"1"`, 11), // another size
-		zst,                 // another key: stored compressed now
-		newInline,           // other inline bytes
-		ent("e", `"1"`, 1),  // new
-	}
-	c := Diff(old, now)
-	if got, want := names(c.Added), []string{"e"}; !slices.Equal(got, want) {
-		t.Errorf("added %q, want %q", got, want)
-	}
-	if got, want := names(c.Changed), []string{"b", "c", "d", "idx/segments_2"}; !slices.Equal(got, want) {
-		t.Errorf("changed %q, want %q", got, want)
-	}
-	if len(c.Removed) != 0 {
-		t.Errorf("removed %q, want none", c.Removed)
-	}
-	c = Diff(now, old[:2])
-	if got, want := c.Removed, []string{"c", "d", "idx/segments_2", "e"}; !slices.Equal(got, want) {
-		t.Errorf("removed %q, want %q", got, want)
-	}
-	if c := Diff(old, old); !c.Empty() {
-		t.Errorf("the same listing changes %+v", c)
-	}
-}
-
 // treeOf returns every node of the tree by path, with its inode.
 func treeOf(root *Root) map[string]*gofs.Inode {
 	out := map[string]*gofs.Inode{}

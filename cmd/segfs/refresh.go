@@ -128,7 +128,7 @@ func (r *refresher) refresh(ctx context.Context) (time.Time, bool) {
 		return r.refreshDirs(ctx, u, start)
 	}
 	commits := r.v.Follows().Commits
-	if commits && !segfs.Diff(r.root.Listed(), segfs.Shown(u.Entries, slog.New(slog.DiscardHandler))).Empty() {
+	if commits && !entry.Diff(r.root.Listed(), entry.Shown(u.Entries, slog.New(slog.DiscardHandler))).Empty() {
 		// A new commit: what opening it reads first, so that an engine
 		// that finds its segments_N opens it from memory.
 		r.prefetchOpen(ctx, u.Entries)

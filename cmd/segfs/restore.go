@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
-	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/lucene"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/quote"
@@ -116,7 +116,7 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 	if err != nil {
 		return nil, err
 	}
-	files := restore.Plan(segfs.Shown(src.Entries, log), src.Sums)
+	files := restore.Plan(entry.Shown(src.Entries, log), src.Sums)
 
 	minFree, minFreeFraction, err := parseMinFree(c.CacheMinFree)
 	if err != nil {
