@@ -9,6 +9,7 @@ import (
 	"github.com/segfs/segfs/cache"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/ops"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
 	"github.com/segfs/segfs/restore"
@@ -43,7 +44,7 @@ type engineConfig struct {
 	// piece buffers and checks), counted with the part buffers.
 	own int64
 	// listeners are the HTTP listeners the command serves.
-	listeners []listenLimits
+	listeners []ops.Limits
 	// dirs is the most directories a repository mount's tree shows
 	// (--max-dirs), each a node of segfs.DirBytes; 0 for another mount.
 	dirs int
@@ -133,4 +134,12 @@ func (e *engine) Close() {
 	if e.disk != nil {
 		e.disk.Close()
 	}
+}
+
+// daemon is what the operator surface (package ops) reads of the
+// engine and root (nil for a command without a tree).
+func (e *engine) daemon(root *segfs.Root) ops.Daemon {
+	b := buildInfo()
+	return ops.Daemon{Store: e.store, Reader: e.rd, Sched: e.sched, Disk: e.disk, Root: root,
+		Version: versionString(), Revision: b.revision}
 }

@@ -40,7 +40,7 @@ func fileNeedOf(c *mountCmd) fileNeed {
 		Reserve: fileReserve,
 	}
 	for _, l := range c.listeners() {
-		n.Listeners += l.files()
+		n.Listeners += l.Files()
 	}
 	return n
 }

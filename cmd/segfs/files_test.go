@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/segfs/segfs/ops"
 )
 
 // The open-file need counts every listener's cap and the fetch pool;
@@ -15,7 +17,7 @@ func TestFileLimitWarning(t *testing.T) {
 	c.MetricsAddr, c.PprofAddr = "127.0.0.1:9100", "127.0.0.1:6060"
 	c.MaxFetches *= 2
 	n := fileNeedOf(&c)
-	if got, want := n.Listeners-base.Listeners, metricsLimits().files()+pprofLimits().files(); got != want {
+	if got, want := n.Listeners-base.Listeners, ops.MetricsLimits().Files()+ops.PprofLimits().Files(); got != want {
 		t.Errorf("the metrics and pprof listeners add %d descriptors, want %d", got, want)
 	}
 	if n.Fetches != 2*base.Fetches || n.Cache != base.Cache || n.Reserve != base.Reserve {

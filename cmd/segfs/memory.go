@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+
+	"github.com/segfs/segfs/ops"
 )
 
 // memoryBound is what bounds segfs's memory, term by term, as the flags
@@ -30,7 +32,7 @@ type memoryBound struct {
 	Resolve int64
 	// Listeners are the HTTP listeners' connections, every slot taken:
 	// the control socket's, and --metrics-addr's and --pprof-addr's
-	// when served (listenLimits.memory).
+	// when served (ops.Limits.Memory).
 	Listeners int64
 	Base      int64 // the runtime, the FUSE server's buffers, the SDK
 }
@@ -45,22 +47,22 @@ const (
 )
 
 // listeners are the limits of the HTTP listeners the mount serves.
-func (c *mountCmd) listeners() []listenLimits {
-	lims := []listenLimits{controlLimits()}
+func (c *mountCmd) listeners() []ops.Limits {
+	lims := []ops.Limits{ops.ControlLimits()}
 	if c.MetricsAddr != "" {
-		lims = append(lims, metricsLimits())
+		lims = append(lims, ops.MetricsLimits())
 	}
 	if c.PprofAddr != "" {
-		lims = append(lims, pprofLimits())
+		lims = append(lims, ops.PprofLimits())
 	}
 	return lims
 }
 
 // listenersMemory is what listeners held to lims may hold together.
-func listenersMemory(lims []listenLimits) int64 {
+func listenersMemory(lims []ops.Limits) int64 {
 	var n int64
 	for _, l := range lims {
-		n += l.memory()
+		n += l.Memory()
 	}
 	return n
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/ops"
 	"github.com/segfs/segfs/reader"
 )
 
@@ -67,12 +68,12 @@ func TestMemoryBoundTerms(t *testing.T) {
 	}
 	// The control socket is always served; each listener flag adds its
 	// connections at the cap.
-	if b.Listeners != controlLimits().memory() {
-		t.Errorf("listeners %d without --metrics-addr, want the control socket's %d", b.Listeners, controlLimits().memory())
+	if b.Listeners != ops.ControlLimits().Memory() {
+		t.Errorf("listeners %d without --metrics-addr, want the control socket's %d", b.Listeners, ops.ControlLimits().Memory())
 	}
 	c := base
 	c.MetricsAddr, c.PprofAddr = "127.0.0.1:9100", "127.0.0.1:6060"
-	if got, want := memoryBoundOf(&c, 0).Total()-b.Total(), metricsLimits().memory()+pprofLimits().memory(); got != want {
+	if got, want := memoryBoundOf(&c, 0).Total()-b.Total(), ops.MetricsLimits().Memory()+ops.PprofLimits().Memory(); got != want {
 		t.Errorf("--metrics-addr and --pprof-addr add %d bytes, want %d", got, want)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/mountinfo"
+	"github.com/segfs/segfs/ops"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/reader"
 	"github.com/segfs/segfs/view"
@@ -165,7 +166,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	// Named from here on as the kernel will name the mount: a mountpoint
 	// given through a symlink is found in mountinfo by readiness and
 	// unmount, and its control socket by status under either name.
-	mp, err := canonicalMountpoint(c.Mountpoint)
+	mp, err := ops.CanonicalMountpoint(c.Mountpoint)
 	if err != nil {
 		return err
 	}
@@ -212,9 +213,9 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		root.SetLazy(v, segfs.LazyLimits{AdmitFiles: func(files int) error { eng.relisted(files); return nil }, MaxDirs: c.MaxDirs})
 	}
 
-	var metrics *metricsServer
+	var metrics *ops.Metrics
 	if c.MetricsAddr != "" || c.PprofAddr != "" {
-		metrics, err = startMetrics(c.MetricsAddr, c.PprofAddr, eng, root, log)
+		metrics, err = ops.StartMetrics(c.MetricsAddr, c.PprofAddr, eng.daemon(root), log)
 		if err != nil {
 			return err
 		}
@@ -251,7 +252,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	// plans nothing.
 	root.Seen()
 	rd.Serve(root.Entries())
-	control, err := startControl(c.controlFlags, c.Mountpoint, controlLimits(), eng, root, log)
+	control, err := ops.StartControl(c.controlDir(), c.Mountpoint, ops.ControlLimits(), eng.daemon(root), log)
 	if err != nil {
 		// status and warm cannot reach this mount; it serves all the same.
 		log.Warn("no control socket: segfs status and segfs warm cannot reach this mount", "err", err)

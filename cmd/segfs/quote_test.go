@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/segfs/segfs/ops"
 	"github.com/segfs/segfs/quote"
 )
 
@@ -51,10 +52,10 @@ func controlFree(t *testing.T, what, out string, tabs bool) {
 // The file table of segfs status has one row a file whatever its name,
 // and prints no control byte; plain names are printed as they are.
 func TestPrintStatusQuotesNames(t *testing.T) {
-	rep := &statusReport{Source: "s3://bucket/pre\x1b[2Jfix", Mountpoint: "/mnt/x", CacheDir: "/var/cache/segfs", Version: "v1"}
-	rep.Files = append(rep.Files, fileStatus{Name: "_0.cfs", Size: 100})
+	rep := &ops.StatusReport{Source: "s3://bucket/pre\x1b[2Jfix", Mountpoint: "/mnt/x", CacheDir: "/var/cache/segfs", Version: "v1"}
+	rep.Files = append(rep.Files, ops.FileStatus{Name: "_0.cfs", Size: 100})
 	for _, n := range hostileNames {
-		rep.Files = append(rep.Files, fileStatus{Name: n, Size: 10})
+		rep.Files = append(rep.Files, ops.FileStatus{Name: n, Size: 10})
 	}
 	rep.FileCount = len(rep.Files)
 	var b bytes.Buffer
@@ -85,13 +86,13 @@ func TestPrintStatusQuotesNames(t *testing.T) {
 func TestWarmFollowQuotesNames(t *testing.T) {
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
-	enc.Encode(warmEvent{Files: 2*len(hostileNames) + 1, TotalBytes: 100})
-	enc.Encode(warmEvent{Bytes: 1, File: "_0.cfs"})
+	enc.Encode(ops.WarmEvent{Files: 2*len(hostileNames) + 1, TotalBytes: 100})
+	enc.Encode(ops.WarmEvent{Bytes: 1, File: "_0.cfs"})
 	for _, n := range hostileNames {
-		enc.Encode(warmEvent{Bytes: 2, File: n})
-		enc.Encode(warmEvent{Bytes: 2, File: n + "x", Error: "fetch " + n + "x: not found\nsegfs: forged too"})
+		enc.Encode(ops.WarmEvent{Bytes: 2, File: n})
+		enc.Encode(ops.WarmEvent{Bytes: 2, File: n + "x", Error: "fetch " + n + "x: not found\nsegfs: forged too"})
 	}
-	enc.Encode(warmEvent{Bytes: 3, Done: true, Failed: len(hostileNames)})
+	enc.Encode(ops.WarmEvent{Bytes: 3, Done: true, Failed: len(hostileNames)})
 	var stdout, stderr bytes.Buffer
 	c := &warmCmd{Mountpoint: "/mnt"}
 	err := c.follow(context.Background(), &body, &stdout, &stderr)

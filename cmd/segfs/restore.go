@@ -13,6 +13,7 @@ import (
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/lucene"
+	"github.com/segfs/segfs/ops"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/quote"
 	"github.com/segfs/segfs/reader"
@@ -169,7 +170,7 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 		ecfg.cache = &c.cacheFlags
 	}
 	if c.MetricsAddr != "" {
-		ecfg.listeners = []listenLimits{metricsLimits()}
+		ecfg.listeners = []ops.Limits{ops.MetricsLimits()}
 	}
 	eng, err := newEngine(ecfg, log)
 	if err != nil {
@@ -182,7 +183,7 @@ func (c *restoreCmd) restore(ctx context.Context, log *slog.Logger, errOut *os.F
 		cacheDir = dc.Dir()
 	}
 	if c.MetricsAddr != "" {
-		m, err := startMetrics(c.MetricsAddr, "", eng, nil, log)
+		m, err := ops.StartMetrics(c.MetricsAddr, "", eng.daemon(nil), log)
 		if err != nil {
 			return nil, err
 		}

@@ -18,9 +18,24 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/segfs/segfs/ops"
 	"github.com/segfs/segfs/quote"
 	"golang.org/x/term"
 )
+
+// controlFlags name the directory of control sockets (package ops);
+// the mount and the commands that reach it share them.
+type controlFlags struct {
+	ControlDir string `name:"control-dir" placeholder:"DIR" help:"Directory of the control sockets through which segfs status and segfs warm reach a running mount (created 0700; refused unless owned by the user and closed to others). Default: /run/segfs as root, else $XDG_RUNTIME_DIR/segfs, else segfs-UID in the temporary directory."`
+}
+
+// controlDir returns the control directory.
+func (f controlFlags) controlDir() string {
+	if f.ControlDir != "" {
+		return f.ControlDir
+	}
+	return ops.DefaultDir()
+}
 
 // statusCmd is `segfs status`.
 type statusCmd struct {
@@ -33,7 +48,7 @@ type statusCmd struct {
 
 // Run asks the mount's daemon for its report and prints it.
 func (c *statusCmd) Run(log *slog.Logger) error {
-	client, err := controlClient(c.controlFlags, c.Mountpoint)
+	client, err := ops.Client(c.controlDir(), c.Mountpoint)
 	if err != nil {
 		return err
 	}
@@ -61,7 +76,7 @@ func (c *statusCmd) Run(log *slog.Logger) error {
 		_, err = os.Stdout.Write(quote.JSON(body)) // the same JSON, without raw C1 controls
 		return err
 	}
-	var rep statusReport
+	var rep ops.StatusReport
 	if err := json.Unmarshal(body, &rep); err != nil {
 		return fmt.Errorf("status of %s: %w", c.Mountpoint, err)
 	}
@@ -86,7 +101,7 @@ func viewLine(m map[string]int64, now time.Time) string {
 // printStatus writes a report for people. Names and paths are quoted
 // (quoteName): a name from the store may hold a newline or an escape
 // sequence.
-func printStatus(w io.Writer, r *statusReport) {
+func printStatus(w io.Writer, r *ops.StatusReport) {
 	m := r.Counters
 	pct := func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -146,7 +161,7 @@ type warmCmd struct {
 // Run asks the daemon to warm the paths and follows it until every file
 // is cached or failed. Ctrl-C stops the warm; the mount keeps serving.
 func (c *warmCmd) Run(log *slog.Logger) error {
-	mnt, err := canonicalMountpoint(c.Mountpoint)
+	mnt, err := ops.CanonicalMountpoint(c.Mountpoint)
 	if err != nil {
 		return err
 	}
@@ -158,14 +173,14 @@ func (c *warmCmd) Run(log *slog.Logger) error {
 		}
 		rel = append(rel, r)
 	}
-	client, err := controlClient(c.controlFlags, c.Mountpoint)
+	client, err := ops.Client(c.controlDir(), c.Mountpoint)
 	if err != nil {
 		return err
 	}
 	defer client.CloseIdleConnections()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	body, _ := json.Marshal(warmRequest{Paths: rel})
+	body, _ := json.Marshal(ops.WarmRequest{Paths: rel})
 	req, _ := http.NewRequestWithContext(ctx, "POST", "http://segfs/warm", strings.NewReader(string(body)))
 	resp, err := client.Do(req)
 	if err != nil {
@@ -188,13 +203,13 @@ func (c *warmCmd) Run(log *slog.Logger) error {
 func (c *warmCmd) follow(ctx context.Context, body io.Reader, stdout, stderr io.Writer) error {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var first warmEvent
+	var first ops.WarmEvent
 	var bar *progressbar.ProgressBar
 	var failures []string
 	start := time.Now()
 	done, last := 0, int64(0)
 	for sc.Scan() {
-		var ev warmEvent
+		var ev ops.WarmEvent
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("warm of %s: bad event %q: %w", c.Mountpoint, sc.Text(), err)
 		}
@@ -273,7 +288,7 @@ func relToMount(mnt, p string) (string, error) {
 			return "", err
 		}
 	}
-	if canon, err := canonicalMountpoint(abs); err == nil {
+	if canon, err := ops.CanonicalMountpoint(abs); err == nil {
 		abs = canon // as mnt: the symlinks of its parents resolved
 	}
 	rel, err := filepath.Rel(mnt, filepath.Clean(abs))

@@ -19,13 +19,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/segfs/segfs/ops"
 	"github.com/segfs/segfs/tests/harness"
 )
 
-// What cmd/segfs/listen.go holds --metrics-addr to.
-const (
-	metricsConns = 64              // metricsLimits().MaxConns
-	listenIdle   = 5 * time.Second // its IdleTimeout
+// What the daemon holds --metrics-addr to: its cap of connections and
+// its idle timeout.
+var (
+	metricsConns = ops.MetricsLimits().MaxConns
+	listenIdle   = ops.MetricsLimits().IdleTimeout
 )
 
 // The shape of the flood.
@@ -109,7 +111,7 @@ func TestPlan25IdleMetricsConnections(t *testing.T) {
 	// Each connection served has its goroutine, and one more for
 	// net/http's background read while a handler runs; a few more come
 	// and go (the pprof request, the pool's connections).
-	if bound := base["goroutines"] + 2*metricsConns + 16; gerr != nil || goroutines > bound {
+	if bound := base["goroutines"] + int64(2*metricsConns) + 16; gerr != nil || goroutines > bound {
 		t.Errorf("%d goroutines (%v) with %d connections waiting, more than %d (the idle mount's, two per connection of the cap and 16)",
 			goroutines, gerr, floodConns, bound)
 	}
@@ -141,7 +143,7 @@ func TestPlan25IdleMetricsConnections(t *testing.T) {
 	// The served connections' goroutines are gone with them; those of
 	// the fetch pool's connections, opened by the reads, stay.
 	after := harness.WaitStats(t, m, "the goroutines of the flood gone", func(s map[string]int64) bool {
-		return rerr == nil && s["goroutines"] <= read-metricsConns+8
+		return rerr == nil && s["goroutines"] <= read-int64(metricsConns)+8
 	})
 	t.Logf("after: %d goroutines, %d descriptors", after["goroutines"], openFiles(t, pid))
 }

@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"errors"
@@ -163,7 +163,7 @@ func TestMetricsListenerLimits(t *testing.T) {
 	// idleClients serves stats with a cap of conns and idle, and dials
 	// clients idle clients to it, each having sent one request.
 	idleClients := func(t *testing.T, idle time.Duration) []*idleClient {
-		lim := metricsLimits()
+		lim := MetricsLimits()
 		lim.MaxConns, lim.IdleTimeout = conns, idle
 		m, err := serveMetrics(metricsConfig{Addr: "127.0.0.1:0", Limits: lim}, stats, nil, log)
 		if err != nil {
@@ -220,7 +220,7 @@ func TestMetricsListenerLimits(t *testing.T) {
 	})
 
 	t.Run("profile outlasts the read timeout", func(t *testing.T) {
-		plim := pprofLimits()
+		plim := PprofLimits()
 		plim.ReadTimeout = 300 * time.Millisecond
 		m, err := serveMetrics(metricsConfig{PprofAddr: "127.0.0.1:0", PprofLimits: plim}, stats, nil, log)
 		if err != nil {
@@ -258,8 +258,8 @@ func TestMetricsListenerLimits(t *testing.T) {
 func TestListenLimitsCount(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		lim  listenLimits
-	}{{"metrics", metricsLimits()}, {"pprof", pprofLimits()}, {"control", controlLimits()}} {
+		lim  Limits
+	}{{"metrics", MetricsLimits()}, {"pprof", PprofLimits()}, {"control", ControlLimits()}} {
 		lim := tc.lim
 		switch {
 		case lim.MaxConns <= 0 || lim.ReadHeaderTimeout <= 0 || lim.ReadTimeout <= 0 || lim.WriteTimeout <= 0 || lim.IdleTimeout <= 0 || lim.MaxHeaderBytes <= 0:
@@ -267,18 +267,18 @@ func TestListenLimitsCount(t *testing.T) {
 		case lim.ReadTimeout < lim.ReadHeaderTimeout:
 			t.Errorf("%s: ReadTimeout %v is shorter than ReadHeaderTimeout %v", tc.name, lim.ReadTimeout, lim.ReadHeaderTimeout)
 		}
-		if lim.files() != lim.MaxConns+1 {
-			t.Errorf("%s: %d descriptors for %d connections", tc.name, lim.files(), lim.MaxConns)
+		if lim.Files() != lim.MaxConns+1 {
+			t.Errorf("%s: %d descriptors for %d connections", tc.name, lim.Files(), lim.MaxConns)
 		}
 		doubled := lim
 		doubled.MaxConns *= 2
-		if doubled.memory() != 2*lim.memory() || lim.memory() < int64(lim.MaxConns)*(connStateBytes+int64(lim.MaxHeaderBytes)) {
-			t.Errorf("%s: memory %d for %d connections", tc.name, lim.memory(), lim.MaxConns)
+		if doubled.Memory() != 2*lim.Memory() || lim.Memory() < int64(lim.MaxConns)*(connStateBytes+int64(lim.MaxHeaderBytes)) {
+			t.Errorf("%s: memory %d for %d connections", tc.name, lim.Memory(), lim.MaxConns)
 		}
 	}
 	// pprof refuses a profile longer than the WriteTimeout: it must let
 	// the default 30 s through.
-	if p := pprofLimits(); p.WriteTimeout <= 30*time.Second {
+	if p := PprofLimits(); p.WriteTimeout <= 30*time.Second {
 		t.Errorf("pprof limits %+v cut a default CPU profile short", p)
 	}
 }

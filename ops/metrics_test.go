@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"io"
@@ -32,7 +32,7 @@ func get(t *testing.T, url string) (int, string) {
 // metricsAt is the metrics server's configuration for addr and
 // pprofAddr, with the daemon's limits.
 func metricsAt(addr, pprofAddr string) metricsConfig {
-	return metricsConfig{Addr: addr, PprofAddr: pprofAddr, Limits: metricsLimits(), PprofLimits: pprofLimits()}
+	return metricsConfig{Addr: addr, PprofAddr: pprofAddr, Limits: MetricsLimits(), PprofLimits: PprofLimits()}
 }
 
 // TestMetricsPprofApart checks that --metrics-addr serves /stats and no

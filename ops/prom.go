@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"net/http"
@@ -24,6 +24,8 @@ type promSources struct {
 	// shards are a repository mount's read counters of each shard it
 	// shows (at most --max-shards); nil for another mount.
 	shards func() map[string]*segfs.DirCounters
+	// build is segfs's version and VCS revision (segfs_build_info).
+	build [2]string
 }
 
 // histogramHelp describes each histogram family; a family missing here
@@ -126,11 +128,10 @@ func (p promCollector) Collect(ch chan<- prometheus.Metric) {
 // and process's standard metrics in the Prometheus text format.
 func promHandler(src promSources) http.Handler {
 	reg := prometheus.NewRegistry()
-	bi := buildInfo()
 	buildGauge := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "segfs_build_info",
 		Help:        "segfs's version, VCS commit and Go version; always 1.",
-		ConstLabels: prometheus.Labels{"version": bi.version, "revision": bi.revision, "goversion": runtime.Version()},
+		ConstLabels: prometheus.Labels{"version": src.build[0], "revision": src.build[1], "goversion": runtime.Version()},
 	})
 	buildGauge.Set(1)
 	reg.MustRegister(promCollector{src}, buildGauge,

@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"cmp"
@@ -20,17 +20,17 @@ import (
 
 // The control socket's handlers: GET /status and POST /warm.
 
-// fileStatus is one file of a status report.
-type fileStatus struct {
+// FileStatus is one file of a status report.
+type FileStatus struct {
 	Name     string  `json:"name"`
 	Size     int64   `json:"size"`   // stored bytes (compressed for a seekable zstd object)
 	Cached   int64   `json:"cached"` // of those, cached
 	Fraction float64 `json:"fraction"`
 }
 
-// statusReport is what GET /status answers and `segfs status --json`
+// StatusReport is what GET /status answers and `segfs status --json`
 // prints.
-type statusReport struct {
+type StatusReport struct {
 	Source        string       `json:"source"`
 	Mountpoint    string       `json:"mountpoint"`
 	PID           int          `json:"pid"`
@@ -44,11 +44,11 @@ type statusReport struct {
 	HitRatio      float64      `json:"hit_ratio"`  // part reads served without waiting for the store, of all part reads
 	DiskHitRatio  float64      `json:"disk_ratio"` // of those, by the disk cache
 	PartReads     int64        `json:"part_reads"` // the denominator of both
-	Files         []fileStatus `json:"files"`      // largest first; all with ?all=1, else the largest 20
+	Files         []FileStatus `json:"files"`      // largest first; all with ?all=1, else the largest 20
 	// Dirs sums the files by their directory (a repository mount's
 	// shards), when there is more than one: largest first, all with
 	// ?all=1, else the largest 20.
-	Dirs        []dirStatus      `json:"directories,omitempty"`
+	Dirs        []DirStatus      `json:"directories,omitempty"`
 	FileCount   int              `json:"file_count"`   // files in the mount
 	CachedBytes int64            `json:"cached_bytes"` // summed over every file
 	TotalBytes  int64            `json:"total_bytes"`
@@ -62,18 +62,20 @@ const warmWriteTimeout = 30 * time.Second
 // statusFiles is how many files a status lists without --all.
 const statusFiles = 20
 
-func (c *controlServer) status(w http.ResponseWriter, req *http.Request) {
-	cs := c.eng.disk.Stats()
-	rep := statusReport{
-		Source: c.src, Mountpoint: c.mnt, PID: os.Getpid(), Version: versionString(),
+func (c *Control) status(w http.ResponseWriter, req *http.Request) {
+	rep := StatusReport{
+		Source: c.src, Mountpoint: c.mnt, PID: os.Getpid(), Version: c.d.Version,
 		Started: c.started, UptimeSeconds: time.Since(c.started).Seconds(),
-		CacheDir: c.eng.disk.Dir(), CacheBytes: cs.Bytes, CacheMaxBytes: cs.MaxBytes, CacheParts: cs.Parts,
-		Counters: statsSnapshot(c.eng, c.root),
+		Counters: c.d.stats(),
+	}
+	if c.d.Disk != nil {
+		cs := c.d.Disk.Stats()
+		rep.CacheDir, rep.CacheBytes, rep.CacheMaxBytes, rep.CacheParts = c.d.Disk.Dir(), cs.Bytes, cs.MaxBytes, cs.Parts
 	}
 	// The part reads by where they were served from: without waiting for
 	// the store (the tiers in memory, the disk, the range tier), or not
 	// (a fetch started or joined for it, a GET of its own range).
-	st := c.eng.rd.Stats()
+	st := c.d.Reader.Stats()
 	disk := st.DiskHits.Load()
 	hits := st.MemoryHits.Load() + st.HeldHits.Load() + disk + st.RangeTierHits.Load()
 	rep.PartReads = hits + st.StartedDemand.Load() + st.Joins.Load() + st.RangeReads.Load()
@@ -81,12 +83,12 @@ func (c *controlServer) status(w http.ResponseWriter, req *http.Request) {
 		rep.HitRatio = float64(hits) / float64(rep.PartReads)
 		rep.DiskHitRatio = float64(disk) / float64(rep.PartReads)
 	}
-	entries := c.root.Entries()
+	entries := c.d.entries()
 	rep.FileCount = len(entries)
-	files := make([]fileStatus, 0, len(entries))
+	files := make([]FileStatus, 0, len(entries))
 	for _, e := range entries {
-		cached, total := c.eng.rd.Cached(e)
-		fs := fileStatus{Name: e.Name, Size: total, Cached: cached, Fraction: 1}
+		cached, total := c.d.Reader.Cached(e)
+		fs := FileStatus{Name: e.Name, Size: total, Cached: cached, Fraction: 1}
 		if total > 0 {
 			fs.Fraction = float64(cached) / float64(total)
 		}
@@ -95,7 +97,7 @@ func (c *controlServer) status(w http.ResponseWriter, req *http.Request) {
 		files = append(files, fs)
 	}
 	rep.Dirs = byDirectory(files)
-	slices.SortStableFunc(files, func(a, b fileStatus) int {
+	slices.SortStableFunc(files, func(a, b FileStatus) int {
 		if c := cmp.Compare(b.Size, a.Size); c != 0 {
 			return c
 		}
@@ -114,8 +116,8 @@ func (c *controlServer) status(w http.ResponseWriter, req *http.Request) {
 	_ = json.NewEncoder(w).Encode(rep)
 }
 
-// dirStatus is one directory's files in a status report.
-type dirStatus struct {
+// DirStatus is one directory's files in a status report.
+type DirStatus struct {
 	Name     string  `json:"name"` // "" for the mount's root
 	Files    int     `json:"files"`
 	Size     int64   `json:"size"`
@@ -125,8 +127,8 @@ type dirStatus struct {
 
 // byDirectory sums files by directory, largest first; none when they
 // are all in one.
-func byDirectory(files []fileStatus) []dirStatus {
-	at := map[string]*dirStatus{}
+func byDirectory(files []FileStatus) []DirStatus {
+	at := map[string]*DirStatus{}
 	for _, f := range files {
 		dir := path.Dir(f.Name)
 		if dir == "." {
@@ -134,7 +136,7 @@ func byDirectory(files []fileStatus) []dirStatus {
 		}
 		d := at[dir]
 		if d == nil {
-			d = &dirStatus{Name: dir}
+			d = &DirStatus{Name: dir}
 			at[dir] = d
 		}
 		d.Files++
@@ -144,7 +146,7 @@ func byDirectory(files []fileStatus) []dirStatus {
 	if len(at) < 2 {
 		return nil
 	}
-	out := make([]dirStatus, 0, len(at))
+	out := make([]DirStatus, 0, len(at))
 	for _, d := range at {
 		d.Fraction = 1
 		if d.Size > 0 {
@@ -152,7 +154,7 @@ func byDirectory(files []fileStatus) []dirStatus {
 		}
 		out = append(out, *d)
 	}
-	slices.SortFunc(out, func(a, b dirStatus) int {
+	slices.SortFunc(out, func(a, b DirStatus) int {
 		if c := cmp.Compare(b.Size, a.Size); c != 0 {
 			return c
 		}
@@ -161,17 +163,17 @@ func byDirectory(files []fileStatus) []dirStatus {
 	return out
 }
 
-// warmRequest is the body of POST /warm: paths relative to the
+// WarmRequest is the body of POST /warm: paths relative to the
 // mountpoint, each a file or a directory; none, or ".", is every file.
-type warmRequest struct {
+type WarmRequest struct {
 	Paths []string `json:"paths"`
 }
 
-// warmEvent is one line of a warm's answer. The first names the files
+// WarmEvent is one line of a warm's answer. The first names the files
 // and bytes to warm; then Bytes grows (cached bytes of all the files,
 // those cached before the warm included) and each file that is cached
 // or fails has a line; the last has Done.
-type warmEvent struct {
+type WarmEvent struct {
 	Files      int    `json:"files,omitempty"`       // files to warm (first line)
 	TotalBytes int64  `json:"total_bytes,omitempty"` // their stored bytes (first line)
 	Bytes      int64  `json:"bytes"`                 // cached so far
@@ -214,13 +216,13 @@ func selectEntries(entries []entry.Entry, paths []string) ([]entry.Entry, error)
 	return out, nil
 }
 
-func (c *controlServer) warm(w http.ResponseWriter, req *http.Request) {
-	var wr warmRequest
+func (c *Control) warm(w http.ResponseWriter, req *http.Request) {
+	var wr WarmRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20)).Decode(&wr); err != nil {
 		http.Error(w, "bad warm request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	entries, err := selectEntries(c.root.Entries(), wr.Paths)
+	entries, err := selectEntries(c.d.entries(), wr.Paths)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
@@ -235,7 +237,7 @@ func (c *controlServer) warm(w http.ResponseWriter, req *http.Request) {
 	defer cancel()
 	var mu sync.Mutex // the writer, and the counts below
 	enc := json.NewEncoder(w)
-	emit := func(ev warmEvent) {
+	emit := func(ev WarmEvent) {
 		_ = rc.SetWriteDeadline(time.Now().Add(warmWriteTimeout))
 		if enc.Encode(ev) != nil || rc.Flush() != nil {
 			cancel()
@@ -244,13 +246,13 @@ func (c *controlServer) warm(w http.ResponseWriter, req *http.Request) {
 	var total, cached int64
 	parts := make(map[string]int64, len(entries)) // parts of each file not yet reported
 	for _, e := range entries {
-		got, size := c.eng.rd.Cached(e)
+		got, size := c.d.Reader.Cached(e)
 		total += size
 		cached += got
-		parts[e.Name] = c.eng.rd.Parts(e)
+		parts[e.Name] = c.d.Reader.Parts(e)
 	}
 	failed := 0
-	emit(warmEvent{Files: len(entries), TotalBytes: total, Bytes: cached})
+	emit(WarmEvent{Files: len(entries), TotalBytes: total, Bytes: cached})
 	start := time.Now()
 	c.log.Info("warm started", "files", len(entries), "bytes", total, "cached", cached)
 	stop := make(chan struct{})
@@ -264,24 +266,24 @@ func (c *controlServer) warm(w http.ResponseWriter, req *http.Request) {
 				return
 			case <-t.C:
 				mu.Lock()
-				emit(warmEvent{Bytes: cached})
+				emit(WarmEvent{Bytes: cached})
 				mu.Unlock()
 			}
 		}
 	})
-	err = c.eng.rd.Warm(ctx, entries, func(p reader.WarmProgress) {
+	err = c.d.Reader.Warm(ctx, entries, func(p reader.WarmProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		if p.Err != nil {
 			failed++
-			emit(warmEvent{Bytes: cached, File: p.File, Error: p.Err.Error()})
+			emit(WarmEvent{Bytes: cached, File: p.File, Error: p.Err.Error()})
 			return
 		}
 		if !p.WasCached {
 			cached += p.Bytes // a part found cached was counted above
 		}
 		if parts[p.File]--; parts[p.File] == 0 {
-			emit(warmEvent{Bytes: cached, File: p.File})
+			emit(WarmEvent{Bytes: cached, File: p.File})
 		}
 	})
 	close(stop)
@@ -297,9 +299,9 @@ func (c *controlServer) warm(w http.ResponseWriter, req *http.Request) {
 	// the cache's.
 	cached = 0
 	for _, e := range entries {
-		got, _ := c.eng.rd.Cached(e)
+		got, _ := c.d.Reader.Cached(e)
 		cached += got
 	}
 	c.log.Info("warm done", "files", len(entries), "failed", failed, "cached", cached, "took", time.Since(start).Round(time.Millisecond))
-	emit(warmEvent{Bytes: cached, Done: true, Failed: failed})
+	emit(WarmEvent{Bytes: cached, Done: true, Failed: failed})
 }

@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"net"
@@ -8,7 +8,7 @@ import (
 )
 
 // The daemon's HTTP listeners (--metrics-addr, --pprof-addr and the
-// control socket) are each held to a listenLimits: a cap on the
+// control socket) are each held to a Limits: a cap on the
 // connections served at once, and timeouts so that a connection that
 // sends nothing, reads nothing or dribbles gives its slot back. A
 // connection beyond the cap waits in the kernel's accept backlog, where
@@ -16,8 +16,8 @@ import (
 // listeners may hold is fixed by the caps: the memory bound counts it
 // (memoryBound.Listeners) and the open-file check too (fileNeed).
 
-// listenLimits bound one HTTP listener.
-type listenLimits struct {
+// Limits bound one HTTP listener.
+type Limits struct {
 	MaxConns          int           // connections served at once
 	ReadHeaderTimeout time.Duration // to read a request's headers, from its first byte or the connection's start
 	ReadTimeout       time.Duration // to read a whole request, body included
@@ -50,8 +50,8 @@ const (
 )
 
 // metricsLimits hold --metrics-addr.
-func metricsLimits() listenLimits {
-	return listenLimits{
+func MetricsLimits() Limits {
+	return Limits{
 		// A few Prometheus servers and agents, and people with curl:
 		// far fewer scrape at once.
 		MaxConns:          64,
@@ -76,8 +76,8 @@ func metricsLimits() listenLimits {
 const pprofTimeout = 2 * time.Minute
 
 // pprofLimits hold --pprof-addr.
-func pprofLimits() listenLimits {
-	return listenLimits{
+func PprofLimits() Limits {
+	return Limits{
 		// An operator chasing a problem takes a few profiles at a time
 		// (the runtime takes one CPU profile at a time anyway).
 		MaxConns:          8,
@@ -97,8 +97,8 @@ func pprofLimits() listenLimits {
 
 // controlLimits hold the control socket, which only the mounting user
 // reaches (mode 0600 in a directory of theirs).
-func controlLimits() listenLimits {
-	return listenLimits{
+func ControlLimits() Limits {
+	return Limits{
 		// segfs status and segfs warm, one connection each.
 		MaxConns:          16,
 		ReadHeaderTimeout: listenIdle,
@@ -121,8 +121,8 @@ func controlLimits() listenLimits {
 }
 
 // server returns an HTTP server of h held to lim's timeouts; serve it
-// on lim.listener(ln) for the cap.
-func (lim listenLimits) server(h http.Handler) *http.Server {
+// on lim.Listener(ln) for the cap.
+func (lim Limits) Server(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
@@ -134,7 +134,7 @@ func (lim listenLimits) server(h http.Handler) *http.Server {
 }
 
 // listener returns ln held to lim.MaxConns connections at once.
-func (lim listenLimits) listener(ln net.Listener) net.Listener {
+func (lim Limits) Listener(ln net.Listener) net.Listener {
 	return newLimitListener(ln, lim.MaxConns)
 }
 
@@ -142,13 +142,13 @@ func (lim listenLimits) listener(ln net.Listener) net.Listener {
 // connection's state, headers (and the 4 KiB net/http reads past
 // MaxHeaderBytes) and the answer of its one request in flight (HTTP/1.1:
 // net/http serves a connection's requests one at a time).
-func (lim listenLimits) memory() int64 {
+func (lim Limits) Memory() int64 {
 	return int64(lim.MaxConns) * (connStateBytes + int64(lim.MaxHeaderBytes) + 4<<10 + lim.AnswerBytes)
 }
 
 // files is the descriptors the listener may hold: its socket and one
 // per connection.
-func (lim listenLimits) files() int { return 1 + lim.MaxConns }
+func (lim Limits) Files() int { return 1 + lim.MaxConns }
 
 // limitListener accepts at most cap(slots) connections at a time: Accept
 // takes a slot before it accepts, and a connection gives its slot back

@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/mountinfo"
 	"golang.org/x/sys/unix"
 )
@@ -29,17 +28,11 @@ import (
 // JSON object; POST /warm streams one JSON event a line until the warm
 // ends, and the warm stops when the client goes away.
 
-// controlFlags name the directory of control sockets; the mount and
-// the commands that reach it share them.
-type controlFlags struct {
-	ControlDir string `name:"control-dir" placeholder:"DIR" help:"Directory of the control sockets through which segfs status and segfs warm reach a running mount (created 0700; refused unless owned by the user and closed to others). Default: /run/segfs as root, else $XDG_RUNTIME_DIR/segfs, else segfs-UID in the temporary directory."`
-}
-
-// dir returns the control directory.
-func (f controlFlags) dir() string {
+// DefaultDir is the control directory when none is named: /run/segfs
+// as root, else $XDG_RUNTIME_DIR/segfs, else segfs-UID in the
+// temporary directory.
+func DefaultDir() string {
 	switch {
-	case f.ControlDir != "":
-		return f.ControlDir
 	case os.Geteuid() == 0:
 		return "/run/segfs"
 	case os.Getenv("XDG_RUNTIME_DIR") != "":
@@ -48,22 +41,22 @@ func (f controlFlags) dir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("segfs-%d", os.Geteuid()))
 }
 
-// socketPath is the control socket of the mount at mountpoint: named by
-// a hash of its absolute path, so that any path length fits a socket
-// address.
-func (f controlFlags) socketPath(mountpoint string) (string, error) {
-	abs, err := canonicalMountpoint(mountpoint)
+// SocketPath is the control socket, in the control directory dir, of
+// the mount at mountpoint: named by a hash of its absolute path, so that
+// any path length fits a socket address.
+func SocketPath(dir, mountpoint string) (string, error) {
+	abs, err := CanonicalMountpoint(mountpoint)
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256([]byte(abs))
-	return filepath.Join(f.dir(), hex.EncodeToString(sum[:8])+".sock"), nil
+	return filepath.Join(dir, hex.EncodeToString(sum[:8])+".sock"), nil
 }
 
-// canonicalMountpoint is mountpoint as the kernel names it
+// CanonicalMountpoint is mountpoint as the kernel names it
 // (mountinfo.Canonical): a mount on a symlink's target is found by
 // either name.
-func canonicalMountpoint(mountpoint string) (string, error) {
+func CanonicalMountpoint(mountpoint string) (string, error) {
 	p, err := mountinfo.Canonical(mountpoint)
 	if err != nil {
 		return "", fmt.Errorf("mountpoint %s: %w", mountpoint, err)
@@ -151,9 +144,9 @@ func sweepStaleSockets(dir string, log *slog.Logger) {
 	}
 }
 
-// controlServer serves a mount's control socket.
-type controlServer struct {
-	// Immutable after startControl.
+// Control serves a mount's control socket.
+type Control struct {
+	// Immutable after StartControl.
 	path     string
 	srv      *http.Server
 	wg       sync.WaitGroup // Serve
@@ -163,19 +156,18 @@ type controlServer struct {
 	started  time.Time
 	src      string
 	mnt      string
-	eng      *engine
-	root     *segfs.Root
+	d        Daemon
 	log      *slog.Logger
 	ctx      context.Context // cancelled by Close: ends warms
 	cancel   context.CancelFunc
 }
 
-// startControl listens on the mount's control socket, held to lim
-// (controlLimits but in tests). A socket left by a segfs that was killed
+// StartControl listens on the mount's control socket, held to lim
+// (ControlLimits but in tests). A socket left by a segfs that was killed
 // is replaced; one a live daemon answers on is an error (its mount is
 // there).
-func startControl(f controlFlags, mountpoint string, lim listenLimits, eng *engine, root *segfs.Root, log *slog.Logger) (*controlServer, error) {
-	path, err := f.socketPath(mountpoint)
+func StartControl(dir, mountpoint string, lim Limits, d Daemon, log *slog.Logger) (*Control, error) {
+	path, err := SocketPath(dir, mountpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -206,10 +198,10 @@ func startControl(f controlFlags, mountpoint string, lim listenLimits, eng *engi
 		ln.Close()
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
-	mnt, _ := canonicalMountpoint(mountpoint)
+	mnt, _ := CanonicalMountpoint(mountpoint)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &controlServer{path: path, started: time.Now(), src: eng.store.String(), mnt: mnt,
-		eng: eng, root: root, log: log, ctx: ctx, cancel: cancel}
+	c := &Control{path: path, started: time.Now(), src: d.Store.String(), mnt: mnt,
+		d: d, log: log, ctx: ctx, cancel: cancel}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", c.status)
 	mux.HandleFunc("POST /warm", c.warm)
@@ -229,9 +221,9 @@ func startControl(f controlFlags, mountpoint string, lim listenLimits, eng *engi
 		defer c.handlers.Done()
 		mux.ServeHTTP(w, req)
 	})
-	c.srv = lim.server(counted)
+	c.srv = lim.Server(counted)
 	c.srv.BaseContext = func(net.Listener) context.Context { return ctx }
-	limited := lim.listener(ln)
+	limited := lim.Listener(ln)
 	c.wg.Go(func() {
 		if err := c.srv.Serve(limited); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("control socket stopped", "path", path, "err", err)
@@ -242,7 +234,7 @@ func startControl(f controlFlags, mountpoint string, lim listenLimits, eng *engi
 }
 
 // Close ends the warms in progress, stops serving and removes the socket.
-func (c *controlServer) Close() {
+func (c *Control) Close() {
 	c.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -257,9 +249,10 @@ func (c *controlServer) Close() {
 	_ = os.Remove(c.path)
 }
 
-// controlClient reaches the daemon of a mount.
-func controlClient(f controlFlags, mountpoint string) (*http.Client, error) {
-	path, err := f.socketPath(mountpoint)
+// Client reaches the daemon of the mount at mountpoint through its
+// socket in the control directory dir.
+func Client(dir, mountpoint string) (*http.Client, error) {
+	path, err := SocketPath(dir, mountpoint)
 	if err != nil {
 		return nil, err
 	}

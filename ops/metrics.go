@@ -1,4 +1,4 @@
-package main
+package ops
 
 import (
 	"context"
@@ -13,18 +13,18 @@ import (
 	"sync"
 	"time"
 
-	segfs "github.com/segfs/segfs/fs"
+	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/stats"
 )
 
-// metricsServer serves the mount's counters as one JSON object of
+// Metrics serves the mount's counters as one JSON object of
 // integers at /stats and in the Prometheus text format, with
 // histograms, at /metrics on --metrics-addr and, only with --pprof-addr, Go
 // profiles at /debug/pprof/ on a listener of their own: a scraper let in
 // to read counters must not also get heap dumps and on-demand CPU
-// profiling. Each listener is held to its listenLimits (listen.go), so a
+// profiling. Each listener is held to its Limits (listen.go), so a
 // flood of one leaves the other, and the mount, untouched.
-type metricsServer struct {
+type Metrics struct {
 	// Immutable after serveMetrics.
 	servers     []*http.Server
 	metricsAddr string // host:port of /stats, "" if not served
@@ -32,23 +32,20 @@ type metricsServer struct {
 	wg          sync.WaitGroup
 }
 
-// startMetrics serves the counters of eng and root (nil for a command
-// without a tree) on addr and its profiles on pprofAddr; either may be
-// "" (not served).
-func startMetrics(addr, pprofAddr string, eng *engine, root *segfs.Root, log *slog.Logger) (*metricsServer, error) {
+// StartMetrics serves the counters of d on addr and its profiles on
+// pprofAddr; either may be "" (not served).
+func StartMetrics(addr, pprofAddr string, d Daemon, log *slog.Logger) (*Metrics, error) {
 	src := promSources{
-		counters:    func() []any { return counterStructs(eng, root) },
-		histograms:  []any{eng.store.Counters(), eng.rd.Stats(), eng.sched.Histograms()},
-		passthrough: eng.rd.Passthrough,
+		counters:    d.counterStructs,
+		histograms:  []any{d.Store.Counters(), d.Reader.Stats(), d.Sched.Histograms()},
+		passthrough: d.Reader.Passthrough,
+		build:       [2]string{d.Version, d.Revision},
 	}
-	if root != nil {
-		src.shards = root.DirReads
+	if d.Root != nil {
+		src.shards = d.Root.DirReads
 	}
-	prom := promHandler(src)
-	cfg := metricsConfig{Addr: addr, PprofAddr: pprofAddr, Limits: metricsLimits(), PprofLimits: pprofLimits()}
-	return serveMetrics(cfg, func() map[string]int64 {
-		return statsSnapshot(eng, root)
-	}, prom, log)
+	cfg := metricsConfig{Addr: addr, PprofAddr: pprofAddr, Limits: MetricsLimits(), PprofLimits: PprofLimits()}
+	return serveMetrics(cfg, d.stats, promHandler(src), log)
 }
 
 // metricsConfig says where the metrics server listens, and the limits of
@@ -56,19 +53,19 @@ func startMetrics(addr, pprofAddr string, eng *engine, root *segfs.Root, log *sl
 type metricsConfig struct {
 	Addr        string // host:port of /stats and /metrics; "" serves neither
 	PprofAddr   string // host:port of /debug/pprof/; "" serves no profile
-	Limits      listenLimits
-	PprofLimits listenLimits
+	Limits      Limits
+	PprofLimits Limits
 }
 
 // serveMetrics serves stats() at http://cfg.Addr/stats and the Go
 // profiles at http://cfg.PprofAddr/debug/pprof/, each listener held to
 // its limits. Both listeners are open when it returns, or neither.
-func serveMetrics(cfg metricsConfig, stats func() map[string]int64, prom http.Handler, log *slog.Logger) (*metricsServer, error) {
-	m := &metricsServer{}
+func serveMetrics(cfg metricsConfig, stats func() map[string]int64, prom http.Handler, log *slog.Logger) (*Metrics, error) {
+	m := &Metrics{}
 	type listener struct {
 		ln  net.Listener
 		mux *http.ServeMux
-		lim listenLimits
+		lim Limits
 	}
 	var lns []listener
 	if cfg.Addr != "" {
@@ -107,9 +104,9 @@ func serveMetrics(cfg metricsConfig, stats func() map[string]int64, prom http.Ha
 		m.pprofAddr = ln.Addr().String()
 	}
 	for _, l := range lns {
-		srv := l.lim.server(l.mux)
+		srv := l.lim.Server(l.mux)
 		m.servers = append(m.servers, srv)
-		ln := l.lim.listener(l.ln)
+		ln := l.lim.Listener(l.ln)
 		m.wg.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server stopped", "addr", ln.Addr().String(), "err", err)
@@ -126,7 +123,7 @@ func serveMetrics(cfg metricsConfig, stats func() map[string]int64, prom http.Ha
 }
 
 // Close stops the servers and waits for them.
-func (m *metricsServer) Close() {
+func (m *Metrics) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, srv := range m.servers {
@@ -137,14 +134,14 @@ func (m *metricsServer) Close() {
 	m.wg.Wait()
 }
 
-// statsSnapshot collects every package's counters (each declared once,
-// with its /stats name in a tag; package stats) and the process's.
-func statsSnapshot(eng *engine, root *segfs.Root) map[string]int64 {
+// stats collects every package's counters (each declared once, with
+// its /stats name in a tag; package stats) and the process's.
+func (d Daemon) stats() map[string]int64 {
 	m := make(map[string]int64, 96)
-	for _, v := range counterStructs(eng, root) {
+	for _, v := range d.counterStructs() {
 		stats.Collect(m, v)
 	}
-	m["passthrough"] = b2i(eng.rd.Passthrough())
+	m["passthrough"] = b2i(d.Reader.Passthrough())
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m["goroutines"] = int64(runtime.NumGoroutine())
@@ -154,18 +151,26 @@ func statsSnapshot(eng *engine, root *segfs.Root) map[string]int64 {
 }
 
 // counterStructs are the structs of counters of every package, as
-// /stats and /metrics read them. root and the engine's cache may be nil
+// /stats and /metrics read them. The tree and the cache may be nil
 // (segfs restore has no tree, and maybe no cache): their counters are
 // then left out.
-func counterStructs(eng *engine, root *segfs.Root) []any {
-	out := []any{eng.store.Counters(), eng.rd.Stats(), eng.sched.Stats()}
-	if root != nil {
-		out = append(out, root.Stats())
+func (d Daemon) counterStructs() []any {
+	out := []any{d.Store.Counters(), d.Reader.Stats(), d.Sched.Stats()}
+	if d.Root != nil {
+		out = append(out, d.Root.Stats())
 	}
-	if eng.disk != nil {
-		out = append(out, eng.disk.Stats())
+	if d.Disk != nil {
+		out = append(out, d.Disk.Stats())
 	}
 	return out
+}
+
+// entries are the files of the tree; none without one.
+func (d Daemon) entries() []entry.Entry {
+	if d.Root == nil {
+		return nil
+	}
+	return d.Root.Entries()
 }
 
 func b2i(b bool) int64 {
