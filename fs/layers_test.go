@@ -24,6 +24,7 @@ func TestLayers(t *testing.T) {
 		"fs": 3, "layout": 3, "restore": 3,
 		"view":      4, // what a mount shows: a layout's shapes, resolved through fetcher
 		"ops":       4, // the operator surface: control socket, /stats, /metrics, profiles
+		"daemon":    4, // the mount helper form, its daemon, readiness
 		"cmd/segfs": 5,
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").Output()

@@ -8,8 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/alecthomas/kong"
+	"github.com/segfs/segfs/daemon"
 	"github.com/segfs/segfs/quote"
 )
 
@@ -39,7 +42,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
-	helperForm() // mount.fuse3's argument form (fstab.go)
+	helperForm() // mount.fuse3's argument form (package daemon)
 	var c cli
 	kctx := kong.Parse(&c,
 		kong.Vars{"version": versionString()},
@@ -80,4 +83,50 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(quote.JSONWriter{W: w}, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// helperForm runs before kong parses os.Args: the helper form's
+// arguments are rewritten (or its daemon started) first.
+func helperForm() {
+	if daemon.TakeReadyPipe() {
+		// This is the helper form's daemon. Its stdout and stderr are
+		// its starter's, often a pipe (ssh, a script) whose reader is
+		// gone once mount returned; without a handler Go kills a process
+		// that writes to fd 1 or 2 after that, and the mount with it.
+		// With one, such writes just fail.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+		return
+	}
+	if !daemon.IsHelperForm(os.Args[1:]) {
+		return
+	}
+	// In the foreground it rewrites os.Args into the mount command for
+	// main to run; otherwise it starts the daemon and exits with the
+	// mount's outcome.
+	h, err := daemon.ParseHelperForm(os.Args[1:])
+	if err == nil {
+		err = h.Check(parseOnly)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "segfs: %v\n", err)
+		os.Exit(2) // a usage error, as kong's are in main
+	}
+	if h.Foreground {
+		os.Args = append([]string{os.Args[0]}, h.Args...)
+		return
+	}
+	os.Exit(daemon.Daemonize(h.Args))
+}
+
+// parseOnly parses args with the command line model, running nothing. A
+// parser that cannot be built (a variable main sets, say) leaves the
+// check to main.
+func parseOnly(args []string) error {
+	var c cli
+	p, err := kong.New(&c, kong.Name("segfs"), kong.Writers(io.Discard, io.Discard), kong.Exit(func(int) {}))
+	if err != nil {
+		return nil
+	}
+	_, err = p.Parse(args)
+	return err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/segfs/segfs/daemon"
 	"github.com/segfs/segfs/prefetch"
 )
 
@@ -127,4 +128,42 @@ func defaultMountCmd(t *testing.T) mountCmd {
 		t.Fatal(err)
 	}
 	return c.Mount
+}
+
+// TestHelperFormCheck parses rewritten command lines with the real
+// command line model: known options pass, unknown ones and bad values
+// fail naming the -o option.
+func TestHelperFormCheck(t *testing.T) {
+	for _, c := range []struct {
+		opts string
+		err  []string // substrings of the error; nil for none
+	}{
+		{"ro,endpoint=http://127.0.0.1:7070,path_style,cache_dir=/var/cache/segfs,region=us-east-1", nil},
+		{"part_size=4MiB,prefetch=all,no_segment_prefetch,log_level=debug", nil},
+		{"ro,no_such_option", []string{"-o no_such_option", "unknown flag --no-such-option"}},
+		{"cache=1", []string{"-o cache", "--cache"}},
+		{"cache_dir=/x,part_size=lots", []string{"-o part_size"}},
+		{"prefetch=sometimes", []string{"-o prefetch"}},
+	} {
+		h, err := daemon.ParseHelperForm([]string{"s3://bucket", "/mnt/x", "-o", c.opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.Check(parseOnly)
+		if c.err == nil {
+			if err != nil {
+				t.Errorf("-o %s: %v", c.opts, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("-o %s: no error, want one saying %q", c.opts, c.err)
+			continue
+		}
+		for _, s := range c.err {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("-o %s: error %q does not say %q", c.opts, err, s)
+			}
+		}
+	}
 }

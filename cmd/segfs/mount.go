@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/daemon"
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
 	segfs "github.com/segfs/segfs/fs"
@@ -269,7 +270,7 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 		refr = startRefresher(r)
 		defer refr.Close() // before the control socket, the metrics and the engine close
 	}
-	signalReady(c.Mountpoint, log)
+	daemon.SignalReady(c.Mountpoint, log)
 
 	served := make(chan struct{})
 	go func() {
@@ -280,7 +281,7 @@ serving:
 	for {
 		select {
 		case <-served:
-			signalStopping(log)
+			daemon.SignalStopping(log)
 			log.Info("unmounted", "mountpoint", c.Mountpoint)
 			break serving
 		case sig := <-sigs:
@@ -296,7 +297,7 @@ serving:
 			if refr != nil {
 				refr.Close() // nothing changes the tree while it detaches
 			}
-			signalStopping(log)
+			daemon.SignalStopping(log)
 			log.Info("signal received; unmounting", "signal", signalName(sig), "mountpoint", c.Mountpoint, "grace", c.UnmountGrace)
 			unmountServer(c.Mountpoint, served, sigs, c.UnmountGrace, rd, log)
 			break serving

@@ -1,9 +1,9 @@
-package main
+package daemon
 
 // Readiness: how a mount tells whoever started it that it serves. Two
 // listeners may wait for that: systemd, through the notify socket of a
 // Type=notify unit (NOTIFY_SOCKET, the sd_notify(3) protocol), and the
-// foreground process of the mount helper form (fstab.go), through the
+// foreground process of the mount helper form (helper.go), through the
 // ready pipe it hands its daemon. Both are told only once the mount
 // answers, so that whatever starts after them finds the files there.
 
@@ -41,16 +41,16 @@ const (
 )
 
 // readyPipe is the write end of the ready pipe when this process is the
-// helper form's daemon, else nil. takeReadyPipe sets it before main runs;
+// helper form's daemon, else nil. TakeReadyPipe sets it before main runs;
 // after that only the goroutine that runs the mount touches it.
 var readyPipe *os.File
 
-// takeReadyPipe takes the ready pipe that readyFDEnv names, if any, and
+// TakeReadyPipe takes the ready pipe that readyFDEnv names, if any, and
 // reports whether it did. The variable is removed from the environment
 // and the descriptor made close-on-exec, so that no program segfs runs
 // (fusermount3) inherits it: a copy of the write end held elsewhere would
 // keep the foreground process waiting after this one exited.
-func takeReadyPipe() bool {
+func TakeReadyPipe() bool {
 	v, ok := os.LookupEnv(readyFDEnv)
 	if !ok {
 		return false
@@ -70,7 +70,7 @@ func takeReadyPipe() bool {
 	return true
 }
 
-// signalReady tells systemd and the helper form's foreground process that
+// SignalReady tells systemd and the helper form's foreground process that
 // the mount at mountpoint serves. It first confirms that the mount answers:
 // a stat of mountpoint must reach the segfs mount's own root, not the
 // directory beneath it. If it does not, nothing is reported ready; under
@@ -78,7 +78,7 @@ func takeReadyPipe() bool {
 // daemon stops itself (SIGTERM, which the mount handles by unmounting):
 // its foreground process, and mount(8) with it, waits for its exit once
 // the ready pipe closes without the line.
-func signalReady(mountpoint string, log *slog.Logger) {
+func SignalReady(mountpoint string, log *slog.Logger) {
 	source, err := confirmServing(mountpoint, readyCheckTimeout)
 	if err != nil {
 		log.Error("the mount does not answer; not reporting it ready", "mountpoint", mountpoint, "err", err)
@@ -115,8 +115,8 @@ func closeReadyPipe(log *slog.Logger) {
 	readyPipe = nil
 }
 
-// signalStopping tells systemd that the mount is going away.
-func signalStopping(log *slog.Logger) {
+// SignalStopping tells systemd that the mount is going away.
+func SignalStopping(log *slog.Logger) {
 	if err := sdNotify("STOPPING=1\nSTATUS=unmounting"); err != nil {
 		log.Warn("systemd stopping notification failed", "err", err)
 	}

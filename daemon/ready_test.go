@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/rand"
@@ -60,7 +60,7 @@ func TestSdNotify(t *testing.T) {
 			if got := recv(); got != "READY=1\nSTATUS=x" {
 				t.Errorf("received %q", got)
 			}
-			signalStopping(slog.Default())
+			SignalStopping(slog.Default())
 			if got := recv(); !strings.HasPrefix(got, "STOPPING=1\n") {
 				t.Errorf("received %q, want STOPPING=1 first", got)
 			}
@@ -135,15 +135,15 @@ func TestTakeReadyPipe(t *testing.T) {
 	})
 
 	t.Setenv(readyFDEnv, "1")
-	if takeReadyPipe() || readyPipe != nil {
+	if TakeReadyPipe() || readyPipe != nil {
 		t.Error("took stdout as the ready pipe")
 	}
 	t.Setenv(readyFDEnv, "999999")
-	if takeReadyPipe() || readyPipe != nil {
+	if TakeReadyPipe() || readyPipe != nil {
 		t.Error("took a closed descriptor as the ready pipe")
 	}
 	t.Setenv(readyFDEnv, strconv.Itoa(fd))
-	if !takeReadyPipe() || readyPipe == nil {
+	if !TakeReadyPipe() || readyPipe == nil {
 		t.Fatal("did not take the ready pipe")
 	}
 	if _, ok := os.LookupEnv(readyFDEnv); ok {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -23,8 +23,8 @@ func TestIsHelperForm(t *testing.T) {
 		{[]string{"verify", "s3://b"}, false},
 		{nil, false},
 	} {
-		if got := isHelperForm(c.args); got != c.want {
-			t.Errorf("isHelperForm(%q) = %v, want %v", c.args, got, c.want)
+		if got := IsHelperForm(c.args); got != c.want {
+			t.Errorf("IsHelperForm(%q) = %v, want %v", c.args, got, c.want)
 		}
 	}
 }
@@ -97,7 +97,7 @@ func TestParseHelperForm(t *testing.T) {
 		{name: "bad name 2", args: []string{"-o", "a b"}, err: "not an option name"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h, err := parseHelperForm(append([]string{src, mnt}, c.args...))
+			h, err := ParseHelperForm(append([]string{src, mnt}, c.args...))
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("error %v, want one saying %q", err, c.err)
@@ -108,11 +108,11 @@ func TestParseHelperForm(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := slices.Concat([]string{"mount"}, c.want, tail)
-			if !slices.Equal(h.args, want) {
-				t.Errorf("args %q, want %q", h.args, want)
+			if !slices.Equal(h.Args, want) {
+				t.Errorf("args %q, want %q", h.Args, want)
 			}
-			if h.foreground != c.foreground {
-				t.Errorf("foreground %v, want %v", h.foreground, c.foreground)
+			if h.Foreground != c.foreground {
+				t.Errorf("foreground %v, want %v", h.Foreground, c.foreground)
 			}
 		})
 	}
@@ -127,46 +127,8 @@ func TestParseHelperFormMountpoint(t *testing.T) {
 		{[]string{"s3://b", "-o", "ro"}, "no MOUNTPOINT before -o"},
 		{[]string{"s3://b", "/dev/fd/5", "-o", "ro"}, "drop_privileges"},
 	} {
-		if _, err := parseHelperForm(c.args); err == nil || !strings.Contains(err.Error(), c.err) {
-			t.Errorf("parseHelperForm(%q) = %v, want an error saying %q", c.args, err, c.err)
-		}
-	}
-}
-
-// TestHelperFormCheck parses rewritten command lines with the real
-// command line model: known options pass, unknown ones and bad values
-// fail naming the -o option.
-func TestHelperFormCheck(t *testing.T) {
-	for _, c := range []struct {
-		opts string
-		err  []string // substrings of the error; nil for none
-	}{
-		{"ro,endpoint=http://127.0.0.1:7070,path_style,cache_dir=/var/cache/segfs,region=us-east-1", nil},
-		{"part_size=4MiB,prefetch=all,no_segment_prefetch,log_level=debug", nil},
-		{"ro,no_such_option", []string{"-o no_such_option", "unknown flag --no-such-option"}},
-		{"cache=1", []string{"-o cache", "--cache"}},
-		{"cache_dir=/x,part_size=lots", []string{"-o part_size"}},
-		{"prefetch=sometimes", []string{"-o prefetch"}},
-	} {
-		h, err := parseHelperForm([]string{"s3://bucket", "/mnt/x", "-o", c.opts})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = h.check()
-		if c.err == nil {
-			if err != nil {
-				t.Errorf("-o %s: %v", c.opts, err)
-			}
-			continue
-		}
-		if err == nil {
-			t.Errorf("-o %s: no error, want one saying %q", c.opts, c.err)
-			continue
-		}
-		for _, s := range c.err {
-			if !strings.Contains(err.Error(), s) {
-				t.Errorf("-o %s: error %q does not say %q", c.opts, err, s)
-			}
+		if _, err := ParseHelperForm(c.args); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("ParseHelperForm(%q) = %v, want an error saying %q", c.args, err, c.err)
 		}
 	}
 }

@@ -1,5 +1,7 @@
-package main
-
+// Package daemon runs segfs as a service: the mount helper form that
+// mount(8) and /etc/fstab use (helper.go), the daemon it starts, and
+// readiness, told to systemd and to that form (ready.go).
+//
 // The mount helper form. `mount -t fuse.segfs SOURCE MOUNTPOINT -o OPTS`
 // and an /etc/fstab line of type fuse.segfs run /sbin/mount.fuse3, which
 // runs `segfs SOURCE MOUNTPOINT -o OPTS` through /bin/sh (libfuse's
@@ -19,7 +21,8 @@ package main
 //
 // segfs turns that form into `segfs mount --flag... SOURCE MOUNTPOINT`
 // and, unless told to stay in the foreground, runs it as a daemon that
-// reports back once the mount serves (notify.go).
+// reports back once the mount serves (ready.go).
+package daemon
 
 import (
 	"bufio"
@@ -36,60 +39,23 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alecthomas/kong"
 	"golang.org/x/term"
 )
 
-// init runs before main, so the helper form's arguments are rewritten
-// (or the daemon started) before main's kong parses os.Args.
-func helperForm() {
-	if takeReadyPipe() {
-		// This is the helper form's daemon. Its stdout and stderr are
-		// its starter's, often a pipe (ssh, a script) whose reader is
-		// gone once mount returned; without a handler Go kills a process
-		// that writes to fd 1 or 2 after that, and the mount with it.
-		// With one, such writes just fail.
-		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-		return
-	}
-	if isHelperForm(os.Args[1:]) {
-		runHelperForm(os.Args[1:])
-	}
-}
-
-// isHelperForm reports whether args (without the program name) are the
+// IsHelperForm reports whether args (without the program name) are the
 // mount helper form: they start with a source URL, which no command name
 // or flag looks like.
-func isHelperForm(args []string) bool {
+func IsHelperForm(args []string) bool {
 	return len(args) > 0 && !strings.HasPrefix(args[0], "-") && strings.Contains(args[0], "://")
 }
 
-// runHelperForm runs the helper form: in the foreground it rewrites
-// os.Args into the mount command for main to run; otherwise it starts the
-// daemon and exits with the mount's outcome.
-func runHelperForm(args []string) {
-	h, err := parseHelperForm(args)
-	if err == nil {
-		err = h.check()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "segfs: %v\n", err)
-		os.Exit(2) // a usage error, as kong's are in main
-	}
-	if h.foreground {
-		os.Args = append([]string{os.Args[0]}, h.args...)
-		return
-	}
-	os.Exit(daemonize(h.args))
-}
-
-// helperCommand is a helper form command line turned into segfs's own.
-type helperCommand struct {
-	// args are `mount`, its flags, then -- SOURCE MOUNTPOINT.
-	args []string
-	// foreground: run the mount in this process (-o foreground, -f, -d,
+// Helper is a helper form command line turned into segfs's own.
+type Helper struct {
+	// Args are `mount`, its flags, then -- SOURCE MOUNTPOINT.
+	Args []string
+	// Foreground: run the mount in this process (-o foreground, -f, -d,
 	// --foreground) instead of as a daemon.
-	foreground bool
+	Foreground bool
 	// options maps each flag's name ("--allow-other") to the -o option it
 	// came from ("allow_other"), for error messages.
 	options map[string]string
@@ -119,58 +85,58 @@ var optionName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 
 const helperUsage = "the mount helper form is: segfs SOURCE MOUNTPOINT [-o OPTION[,OPTION...]]..."
 
-// parseHelperForm rewrites args, SOURCE MOUNTPOINT and then -o groups
+// ParseHelperForm rewrites args, SOURCE MOUNTPOINT and then -o groups
 // (-o OPTS or -oOPTS, any number), into segfs mount's command line. An
 // option name=value becomes --name=value and a bare name --name, with _
 // as -; the generic options of ignoredOptions, comment=... and x-... are
 // dropped. foreground, -f and --foreground keep the mount in the
 // foreground; -d does too and adds --debug (libfuse's meanings).
-func parseHelperForm(args []string) (helperCommand, error) {
+func ParseHelperForm(args []string) (Helper, error) {
 	if len(args) < 2 {
-		return helperCommand{}, errors.New("no MOUNTPOINT: " + helperUsage)
+		return Helper{}, errors.New("no MOUNTPOINT: " + helperUsage)
 	}
 	source, mountpoint := args[0], args[1]
 	if strings.HasPrefix(mountpoint, "-") {
-		return helperCommand{}, fmt.Errorf("no MOUNTPOINT before %s: %s", mountpoint, helperUsage)
+		return Helper{}, fmt.Errorf("no MOUNTPOINT before %s: %s", mountpoint, helperUsage)
 	}
 	if strings.HasPrefix(mountpoint, "/dev/fd/") {
 		// mount.fuse3's drop_privileges opens /dev/fuse itself and
 		// passes its descriptor as the mountpoint.
-		return helperCommand{}, fmt.Errorf("mountpoint %s: a descriptor from mount.fuse's drop_privileges, which segfs does not support (it mounts by itself)", mountpoint)
+		return Helper{}, fmt.Errorf("mountpoint %s: a descriptor from mount.fuse's drop_privileges, which segfs does not support (it mounts by itself)", mountpoint)
 	}
-	h := helperCommand{args: []string{"mount"}, options: map[string]string{}}
+	h := Helper{Args: []string{"mount"}, options: map[string]string{}}
 	for i := 2; i < len(args); i++ {
 		var opts string
 		switch a := args[i]; {
 		case a == "-o":
 			if i++; i == len(args) {
-				return helperCommand{}, errors.New("-o without options: " + helperUsage)
+				return Helper{}, errors.New("-o without options: " + helperUsage)
 			}
 			opts = args[i]
 		case strings.HasPrefix(a, "-o"):
 			opts = a[len("-o"):]
 		case a == "-f" || a == "--foreground":
-			h.foreground = true
+			h.Foreground = true
 			continue
 		case a == "-d":
-			h.foreground = true
-			h.args = append(h.args, "--debug")
+			h.Foreground = true
+			h.Args = append(h.Args, "--debug")
 			continue
 		default:
-			return helperCommand{}, fmt.Errorf("unexpected argument %q: %s", a, helperUsage)
+			return Helper{}, fmt.Errorf("unexpected argument %q: %s", a, helperUsage)
 		}
 		for _, opt := range strings.Split(opts, ",") {
 			if err := h.addOption(opt); err != nil {
-				return helperCommand{}, err
+				return Helper{}, err
 			}
 		}
 	}
-	h.args = append(h.args, "--", source, mountpoint)
+	h.Args = append(h.Args, "--", source, mountpoint)
 	return h, nil
 }
 
 // addOption adds the flag for one -o option, or drops it.
-func (h *helperCommand) addOption(opt string) error {
+func (h *Helper) addOption(opt string) error {
 	name, value, hasValue := strings.Cut(opt, "=")
 	switch {
 	case opt == "":
@@ -178,7 +144,7 @@ func (h *helperCommand) addOption(opt string) error {
 	case !hasValue && ignoredOptions[name], name == "comment", strings.HasPrefix(name, "x-"):
 		return nil
 	case !hasValue && name == "foreground":
-		h.foreground = true
+		h.Foreground = true
 		return nil
 	case name == "help":
 		return errors.New("-o help: not a mount option; `segfs mount --help` lists them")
@@ -196,21 +162,15 @@ func (h *helperCommand) addOption(opt string) error {
 	if hasValue {
 		flag += "=" + value
 	}
-	h.args = append(h.args, flag)
+	h.Args = append(h.Args, flag)
 	return nil
 }
 
-// check parses the rewritten command line as main will, so that an
-// option segfs does not know fails here, named as the -o option it was.
-// A parser that cannot be built (a variable main sets, say) leaves the
-// check to main.
-func (h helperCommand) check() error {
-	var c cli
-	p, err := kong.New(&c, kong.Name("segfs"), kong.Writers(io.Discard, io.Discard), kong.Exit(func(int) {}))
-	if err != nil {
-		return nil
-	}
-	if _, err := p.Parse(h.args); err != nil {
+// Check parses the rewritten command line with parse, as main will, so
+// that an option segfs does not know fails here, named as the -o option
+// it was.
+func (h Helper) Check(parse func(args []string) error) error {
+	if err := parse(h.Args); err != nil {
 		return h.explain(err)
 	}
 	return nil
@@ -219,7 +179,7 @@ func (h helperCommand) check() error {
 // explain prefixes a parse error with the -o option whose flag it names.
 // Longer flags are tried first, so that --cache-dir is not taken for
 // --cache.
-func (h helperCommand) explain(err error) error {
+func (h Helper) explain(err error) error {
 	flags := make([]string, 0, len(h.options))
 	for f := range h.options {
 		flags = append(flags, f)
@@ -252,14 +212,14 @@ func isFlagChar(c byte) bool {
 	return c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-// daemonize starts this program with args as the mount's daemon and
+// Daemonize starts this program with args as the mount's daemon and
 // returns the status for the foreground process to exit with: 0 once the
 // daemon reports that the mount serves, else the daemon's own (it has
 // printed why). The daemon runs in a session of its own (no terminal, no
 // SIGHUP when the caller's goes) in /, reads /dev/null, writes nothing to
 // stdout, and gets the write end of the ready pipe as fd 3. Its log goes
 // where daemonLog says.
-func daemonize(args []string) int {
+func Daemonize(args []string) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "segfs: start the mount daemon: %v\n", err)
@@ -316,7 +276,7 @@ func daemonize(args []string) int {
 	case err == nil:
 		// It exited cleanly without reporting the mount ready: a signal
 		// stopped it first, or the mount did not answer and it
-		// unmounted (notify.go). Either way nothing is mounted.
+		// unmounted (ready.go). Either way nothing is mounted.
 		fmt.Fprintln(os.Stderr, "segfs: the mount daemon exited before the mount served")
 		return 1
 	case errors.As(err, &ee) && ee.Exited():
@@ -396,7 +356,7 @@ func keepsLog(f *os.File) bool {
 
 // finish stops relaying: what the daemon wrote before the mount served
 // (or it exited) is copied, then the pipe is closed, and the daemon's
-// later writes to it fail (it takes SIGPIPE: helperForm).
+// later writes to it fail (it ignores SIGPIPE: TakeReadyPipe's caller).
 func (l *logRelay) finish() {
 	if l == nil {
 		return
@@ -409,7 +369,7 @@ func (l *logRelay) finish() {
 // absolutePaths makes the local paths among the mount's arguments
 // absolute, as the caller meant them: the daemon runs in /. They are
 // the cache and control directories' flags and the mountpoint, the
-// last argument (after "--", as parseHelperForm ends them).
+// last argument (after "--", as ParseHelperForm ends them).
 func absolutePaths(args []string) ([]string, error) {
 	out := slices.Clone(args)
 	if n := len(out); n >= 3 && out[n-3] == "--" && !filepath.IsAbs(out[n-1]) {
