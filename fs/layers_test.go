@@ -25,7 +25,8 @@ func TestLayers(t *testing.T) {
 		"view":      4, // what a mount shows: a layout's shapes, resolved through fetcher
 		"ops":       4, // the operator surface: control socket, /stats, /metrics, profiles
 		"daemon":    4, // the mount helper form, its daemon, readiness
-		"cmd/segfs": 5,
+		"follow":    5, // a mount following its store: view, fs and reader joined
+		"cmd/segfs": 6,
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").Output()
 	if err != nil {

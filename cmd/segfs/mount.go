@@ -14,6 +14,7 @@ import (
 	"github.com/segfs/segfs/daemon"
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/fetcher"
+	"github.com/segfs/segfs/follow"
 	segfs "github.com/segfs/segfs/fs"
 	"github.com/segfs/segfs/mountinfo"
 	"github.com/segfs/segfs/ops"
@@ -260,14 +261,10 @@ func (c *mountCmd) Run(log *slog.Logger) error {
 	} else {
 		defer control.Close()
 	}
-	var refr *refresher
-	if f := v.Follows(); f.Refresh {
-		r := &refresher{v: v, root: root, rd: rd, relisted: eng.relisted, interval: c.Refresh, log: log}
-		if f.Commits {
-			// Readers of the commit before still hold its files.
-			r.keep = c.KeepRemoved
-		}
-		refr = startRefresher(r)
+	var refr *follow.Refresher
+	if v.Follows().Refresh {
+		refr = follow.Start(follow.Config{View: v, Root: root, Reader: rd, Relisted: eng.relisted,
+			Interval: c.Refresh, Keep: c.KeepRemoved, Log: log})
 		defer refr.Close() // before the control socket, the metrics and the engine close
 	}
 	daemon.SignalReady(c.Mountpoint, log)
@@ -291,7 +288,7 @@ serving:
 					continue
 				}
 				log.Info("SIGHUP received; refreshing the view", "mountpoint", c.Mountpoint)
-				refr.now()
+				refr.Now()
 				continue
 			}
 			if refr != nil {

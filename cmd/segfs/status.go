@@ -85,7 +85,7 @@ func (c *statusCmd) Run(log *slog.Logger) error {
 }
 
 // viewLine says how old the mount's view is and what its refreshes did
-// (cmd/segfs/refresh.go), from the counters at now.
+// (package follow), from the counters at now.
 func viewLine(m map[string]int64, now time.Time) string {
 	line := "as listed at mount"
 	if ns := m["view_listed_timestamp_ns"]; ns > 0 {

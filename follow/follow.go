@@ -1,4 +1,11 @@
-package main
+// Package follow keeps a mount's tree following its store: at every
+// interval, and at once when asked (SIGHUP), it asks the view for its
+// next state (view.View.Next) and changes the tree in one step
+// (fs.Root), fetching first what opening a new commit reads. It joins
+// the three packages that know nothing of each other: view (what the
+// store holds now), fs (what the mount shows) and reader (what is
+// fetched).
+package follow
 
 import (
 	"context"
@@ -19,19 +26,34 @@ import (
 // for its open's ranges before it shows.
 const refreshPrefetchWait = 2 * time.Second
 
-// refresher keeps a mount's view following its store: at every
-// --refresh interval, and at once on SIGHUP, it lists the store again and
-// changes the tree in one step (fs.Root.Refresh). One refresh runs at a
-// time. A failed listing changes nothing: it is counted, logged (at warn
-// once, then at debug while the failures go on) and tried again at the
-// next interval or SIGHUP; the view stays the last good one.
-type refresher struct {
+// Config says what a Refresher follows and applies to.
+type Config struct {
+	View   view.View
+	Root   *segfs.Root
+	Reader *reader.Reader
+	// Relisted is told each new view's keys: the memory bound follows
+	// them. Nil: not told.
+	Relisted func(keys int)
+	Interval time.Duration // 0: only when asked (Now)
+	// Keep is how long a name a newer commit dropped stays
+	// (--keep-removed), for a view that follows commits.
+	Keep time.Duration
+	Log  *slog.Logger
+}
+
+// Refresher keeps a mount's view following its store: at every
+// Interval, and at once on Now, it lists the store again and changes
+// the tree in one step (fs.Root.Refresh). One refresh runs at a time. A
+// failed listing changes nothing: it is counted, logged (at warn once,
+// then at debug while the failures go on) and tried again at the next
+// interval or Now; the view stays the last good one.
+type Refresher struct {
 	v        view.View
 	root     *segfs.Root
 	rd       *reader.Reader
-	relisted func(keys int) // the memory bound follows the view's keys (engine.relisted)
-	interval time.Duration  // 0: on SIGHUP only
-	keep     time.Duration  // how long a name a newer commit dropped stays (--keep-removed)
+	relisted func(keys int)
+	interval time.Duration
+	keep     time.Duration
 	log      *slog.Logger
 
 	kick   chan struct{}
@@ -42,17 +64,26 @@ type refresher struct {
 	failing bool // the last refresh failed; only the run goroutine uses it
 }
 
-// startRefresher starts r's goroutine; Close stops it.
-func startRefresher(r *refresher) *refresher {
+// Start starts a Refresher's goroutine; Close stops it.
+func Start(cfg Config) *Refresher {
+	r := &Refresher{v: cfg.View, root: cfg.Root, rd: cfg.Reader, relisted: cfg.Relisted,
+		interval: cfg.Interval, log: cfg.Log}
+	if cfg.View.Follows().Commits {
+		// Readers of the commit before still hold its files.
+		r.keep = cfg.Keep
+	}
+	if r.relisted == nil {
+		r.relisted = func(int) {}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.kick, r.cancel, r.done = make(chan struct{}, 1), cancel, make(chan struct{})
 	go r.run(ctx)
 	return r
 }
 
-// now asks for a refresh at once (SIGHUP). A refresh already asked for
+// Now asks for a refresh at once (SIGHUP). A refresh already asked for
 // and not yet begun takes this one in.
-func (r *refresher) now() {
+func (r *Refresher) Now() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
@@ -62,14 +93,14 @@ func (r *refresher) now() {
 // Close stops the refreshes and waits for one in progress to end: its
 // listing is cancelled, and a tree change already begun is finished.
 // Later calls do nothing.
-func (r *refresher) Close() {
+func (r *Refresher) Close() {
 	r.once.Do(func() {
 		r.cancel()
 		<-r.done
 	})
 }
 
-func (r *refresher) run(ctx context.Context) {
+func (r *Refresher) run(ctx context.Context) {
 	defer close(r.done)
 	var tick <-chan time.Time
 	if r.interval > 0 {
@@ -77,7 +108,7 @@ func (r *refresher) run(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
-	// expire fires when the first name kept for --keep-removed is due.
+	// expire fires when the first name kept for Keep is due.
 	expire := time.NewTimer(time.Hour)
 	expire.Stop()
 	defer expire.Stop()
@@ -110,7 +141,7 @@ func (r *refresher) run(ctx context.Context) {
 // refresh asks the view for its next state and applies what changed.
 // It returns when the first kept name is due, and false if the view
 // could not be read (the tree, and what it keeps, stay).
-func (r *refresher) refresh(ctx context.Context) (time.Time, bool) {
+func (r *Refresher) refresh(ctx context.Context) (time.Time, bool) {
 	start := time.Now()
 	u, err := r.v.Next(ctx, r.root.Entries())
 	if err != nil {
@@ -153,7 +184,7 @@ func (r *refresher) refresh(ctx context.Context) (time.Time, bool) {
 // prefetchOpen fetches what opening a new commit's files reads before
 // it shows; bounded, so that a slow store does not hold the view back
 // for long.
-func (r *refresher) prefetchOpen(ctx context.Context, entries []entry.Entry) {
+func (r *Refresher) prefetchOpen(ctx context.Context, entries []entry.Entry) {
 	pctx, cancel := context.WithTimeout(ctx, refreshPrefetchWait)
 	defer cancel()
 	if err := r.rd.PrefetchOpen(pctx, entries); err != nil && ctx.Err() == nil {
@@ -162,7 +193,7 @@ func (r *refresher) prefetchOpen(ctx context.Context, entries []entry.Entry) {
 }
 
 // failed counts and logs a refresh that changed nothing.
-func (r *refresher) failed(err error) {
+func (r *Refresher) failed(err error) {
 	r.root.Stats().RefreshFailures.Add(1)
 	if r.failing {
 		r.log.Debug("refresh failed again; the mount keeps its view", "err", err)
@@ -178,7 +209,7 @@ func (r *refresher) failed(err error) {
 // is, those of a shard resolved meanwhile included; the directories
 // listed so far list again at their next use, so that new indices and
 // shards show.
-func (r *refresher) refreshDirs(ctx context.Context, u *view.Update, start time.Time) (time.Time, bool) {
+func (r *Refresher) refreshDirs(ctx context.Context, u *view.Update, start time.Time) (time.Time, bool) {
 	r.root.Relist()
 	var fresh []entry.Entry
 	for _, es := range u.Dirs {
