@@ -21,7 +21,7 @@ func TestLayers(t *testing.T) {
 		"fetcher":          0, "cache": 0, "compress": 0, "lucene": 0, "smile": 0,
 		"entry": 1, "prefetch": 1, "push": 1,
 		"reader": 2, "snapshot": 2,
-		"fs": 3, "layout": 3, "restore": 3,
+		"fs": 3, "layout": 3, "restore": 3, "verify": 3,
 		"view":      4, // what a mount shows: a layout's shapes, resolved through fetcher
 		"ops":       4, // the operator surface: control socket, /stats, /metrics, profiles
 		"daemon":    4, // the mount helper form, its daemon, readiness

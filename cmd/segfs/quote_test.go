@@ -13,6 +13,7 @@ import (
 
 	"github.com/segfs/segfs/ops"
 	"github.com/segfs/segfs/quote"
+	"github.com/segfs/segfs/verify"
 )
 
 // hostileNames are keys a store may hold that must not reach a terminal
@@ -131,9 +132,9 @@ func TestWarmFollowQuotesNames(t *testing.T) {
 // The table of segfs verify has one row a file; its names and problems
 // print no control byte.
 func TestVerifyReportQuotesNames(t *testing.T) {
-	results := []verifyResult{{Name: "_0.cfs", Size: 10, Status: statusOK}}
+	results := []verify.Result{{Name: "_0.cfs", Size: 10, Status: verify.OK}}
 	for _, n := range hostileNames {
-		results = append(results, verifyResult{Name: n, Size: 1, Status: statusDamaged, Problem: "read " + n + ": EIO"})
+		results = append(results, verify.Result{Name: n, Size: 1, Status: verify.Damaged, Problem: "read " + n + ": EIO"})
 	}
 	var b bytes.Buffer
 	c := &verifyCmd{}

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -18,13 +16,13 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/sync/errgroup"
 	"golang.org/x/term"
 
 	"github.com/segfs/segfs/lucene"
 	"github.com/segfs/segfs/prefetch"
 	"github.com/segfs/segfs/quote"
 	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/verify"
 	"github.com/segfs/segfs/view"
 )
 
@@ -41,36 +39,6 @@ type verifyCmd struct {
 	MaxFetches int  `name:"max-fetches" default:"16" help:"Most remote reads in flight at once."`
 }
 
-// verifyResult is one file's outcome.
-type verifyResult struct {
-	Name string `json:"name"`
-	Size int64  `json:"size"`
-	// Expected is the checksum the layout's metadata records, Footer the
-	// one in the file's footer, Computed the CRC32 of its bytes (--deep);
-	// each as 8 hex digits, "" when not known.
-	Expected string `json:"expected,omitempty"`
-	Footer   string `json:"footer,omitempty"`
-	Computed string `json:"computed,omitempty"`
-	Status   string `json:"status"` // ok, damaged, missing, skipped
-	Problem  string `json:"problem,omitempty"`
-}
-
-// Statuses of a verifyResult.
-const (
-	statusOK      = "ok"
-	statusDamaged = "damaged"
-	statusMissing = "missing"
-	statusSkipped = "skipped"
-)
-
-// verifyFile is what verify checks of one file, wherever it is read from.
-type verifyFile struct {
-	name     string
-	size     int64
-	expected *uint64 // the metadata's checksum, if the layout has one
-	open     func() (lucene.ReadAtFunc, func(), error)
-}
-
 func (c *verifyCmd) Run(log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -80,8 +48,8 @@ func (c *verifyCmd) Run(log *slog.Logger) error {
 	if err := c.spec(c.Source).Check(); err != nil {
 		return &exitError{2, err}
 	}
-	var files []verifyFile
-	var results []verifyResult
+	var files []verify.File
+	var results []verify.Result
 	var closeFn func()
 	var err error
 	if strings.Contains(c.Source, "://") {
@@ -90,7 +58,7 @@ func (c *verifyCmd) Run(log *slog.Logger) error {
 		if c.Layout != "plain" {
 			return &exitError{2, errors.New("--layout applies to a store; a local directory is verified file by file")}
 		}
-		files, err = localFiles(c.Source)
+		files, err = verify.Local(c.Source)
 	}
 	if closeFn != nil {
 		defer closeFn()
@@ -114,17 +82,16 @@ func (c *verifyCmd) Run(log *slog.Logger) error {
 // storeFiles opens the store with its layout and returns its files, the
 // results already known (files of the metadata missing or of another
 // length), and what to close after.
-func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyFile, []verifyResult, func(), error) {
+func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verify.File, []verify.Result, func(), error) {
 	src, err := view.Resolve(ctx, c.spec(c.Source), view.Options{Store: c.storeFlags.config(0, c.MaxFetches*2, log), Parallel: c.MaxFetches, Tolerate: true, Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var known []verifyResult
-	expected := src.Sums
+	var known []verify.Result
 	for _, p := range src.Problems {
-		r := verifyResult{Name: p.File.Name, Size: p.File.Length, Expected: lucene.FormatChecksum(p.File.Checksum), Status: statusDamaged, Problem: p.Detail}
+		r := verify.Result{Name: p.File.Name, Size: p.File.Length, Expected: lucene.FormatChecksum(p.File.Checksum), Status: verify.Damaged, Problem: p.Detail}
 		if p.Missing {
-			r.Status = statusMissing
+			r.Status = verify.Missing
 		}
 		known = append(known, r)
 	}
@@ -139,155 +106,34 @@ func (c *verifyCmd) storeFiles(ctx context.Context, log *slog.Logger) ([]verifyF
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rd, closeFn := eng.rd, eng.Close
-	files := make([]verifyFile, 0, len(src.Entries))
-	for _, e := range src.Entries {
-		vf := verifyFile{name: e.Name, size: e.Size()}
-		if sum, ok := expected[e.Name]; ok && e.Inline == nil {
-			vf.expected = &sum
-		}
-		vf.open = func() (lucene.ReadAtFunc, func(), error) {
-			h := rd.Open(e, reader.Place{}, true)
-			read := func(ctx context.Context, p []byte, off int64) (int, error) {
-				data, release, err := h.Read(ctx, p, off)
-				n := copy(p, data)
-				if release != nil {
-					release()
-				}
-				return n, err
-			}
-			return read, h.Close, nil
-		}
-		files = append(files, vf)
-	}
-	return files, known, closeFn, nil
+	return verify.Reader(src.Entries, src.Sums, eng.rd), known, eng.Close, nil
 }
 
-// localFiles returns the regular files below dir, by path relative to it.
-func localFiles(dir string) ([]verifyFile, error) {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("verify %s: %w", dir, err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("verify %s: not a directory (a store is s3://bucket[/prefix] or file:///dir)", dir)
-	}
-	var files []verifyFile
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		files = append(files, verifyFile{name: filepath.ToSlash(rel), size: info.Size(), open: func() (lucene.ReadAtFunc, func(), error) {
-			f, err := os.Open(p)
-			if err != nil {
-				return nil, nil, err
-			}
-			read := func(_ context.Context, b []byte, off int64) (int, error) {
-				n, err := f.ReadAt(b, off)
-				if errors.Is(err, io.EOF) {
-					err = nil
-				}
-				return n, err
-			}
-			return read, func() { f.Close() }, nil
-		}})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("verify %s: %w", dir, err)
-	}
-	return files, nil
-}
-
-// check verifies every file, at most a few at once, with a progress bar
-// on a terminal for --deep. An error is returned only for what stops the
-// whole run (an interrupt); a file that cannot be read is a result.
-func (c *verifyCmd) check(ctx context.Context, files []verifyFile) ([]verifyResult, error) {
-	results := make([]verifyResult, len(files))
-	var total int64
-	for _, f := range files {
-		total += f.size
-	}
-	var bar *progressbar.ProgressBar
-	var barMu sync.Mutex
+// check verifies every file, with a progress bar on a terminal for
+// --deep. An error is returned only for what stops the whole run (an
+// interrupt); a file that cannot be read is a result.
+func (c *verifyCmd) check(ctx context.Context, files []verify.File) ([]verify.Result, error) {
+	cfg := verify.Config{Deep: c.Deep, Checkers: c.checkers()}
 	if c.Deep && !c.JSON && term.IsTerminal(int(os.Stderr.Fd())) {
-		bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowBytes(true),
+		var total int64
+		for _, f := range files {
+			total += f.Size
+		}
+		bar := progressbar.NewOptions64(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowBytes(true),
 			progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish(),
 			progressbar.OptionSetDescription(fmt.Sprintf("0/%d files", len(files))))
 		defer bar.Finish()
-	}
-	done := 0
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(c.checkers())
-	for i, f := range files {
-		g.Go(func() error {
-			results[i] = c.checkFile(gctx, f, func(n int) {
-				if bar != nil {
-					bar.Add(n)
-				}
-			})
-			if bar != nil {
-				barMu.Lock()
-				done++
-				bar.Describe(fmt.Sprintf("%d/%d files", done, len(files)))
-				barMu.Unlock()
-			}
-			return gctx.Err()
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("verify interrupted: %w", err)
-	}
-	return results, nil
-}
-
-// checkFile checks one file: a valid footer, its checksum against the
-// layout's metadata when there is one, and with --deep the CRC32 of
-// every byte against the footer.
-func (c *verifyCmd) checkFile(ctx context.Context, f verifyFile, progress func(int)) verifyResult {
-	r := verifyResult{Name: f.name, Size: f.size, Status: statusOK}
-	if f.expected != nil {
-		r.Expected = lucene.FormatChecksum(*f.expected)
-	}
-	damaged := func(format string, args ...any) verifyResult {
-		r.Status, r.Problem = statusDamaged, fmt.Sprintf(format, args...)
-		return r
-	}
-	if f.size < lucene.FooterLength {
-		if f.size == 0 && strings.HasSuffix(f.name, ".lock") {
-			r.Status, r.Problem = statusSkipped, "a lock file, not a Lucene file"
-			return r
+		var mu sync.Mutex
+		done := 0
+		cfg.Progress = func(n int) { bar.Add(n) }
+		cfg.Done = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			done++
+			bar.Describe(fmt.Sprintf("%d/%d files", done, len(files)))
 		}
-		return damaged("%d bytes: shorter than a Lucene footer", f.size)
 	}
-	read, closeFn, err := f.open()
-	if err != nil {
-		return damaged("open: %v", err)
-	}
-	defer closeFn()
-	var buf []byte
-	if c.Deep {
-		buf = make([]byte, lucene.CheckChunk)
-	}
-	footer, err := lucene.Check(ctx, read, f.size, f.expected, buf, progress)
-	if footer != nil {
-		r.Footer = lucene.FormatChecksum(footer.Checksum)
-	}
-	if err != nil {
-		return damaged("%v", err)
-	}
-	if c.Deep {
-		r.Computed = r.Footer
-	}
-	return r
+	return verify.Check(ctx, files, cfg)
 }
 
 // checkers is how many files are checked at once: a quarter of the
@@ -297,11 +143,11 @@ func (c *verifyCmd) checkers() int { return min(4, max(1, c.MaxFetches/4)) }
 
 // report prints the results to w and returns how many are damaged or
 // missing.
-func (c *verifyCmd) report(w io.Writer, results []verifyResult) int {
+func (c *verifyCmd) report(w io.Writer, results []verify.Result) int {
 	bad := 0
 	var bytes int64
 	for _, r := range results {
-		if r.Status == statusDamaged || r.Status == statusMissing {
+		if r.Bad() {
 			bad++
 		}
 		bytes += r.Size
@@ -316,11 +162,11 @@ func (c *verifyCmd) report(w io.Writer, results []verifyResult) int {
 	}
 	if c.JSON {
 		out := struct {
-			Source  string         `json:"source"`
-			Deep    bool           `json:"deep"`
-			Files   []verifyResult `json:"files"`
-			Damaged int            `json:"damaged"`
-			Summary string         `json:"summary"`
+			Source  string          `json:"source"`
+			Deep    bool            `json:"deep"`
+			Files   []verify.Result `json:"files"`
+			Damaged int             `json:"damaged"`
+			Summary string          `json:"summary"`
 		}{c.Source, c.Deep, results, bad, summary}
 		quote.WriteJSON(w, out)
 		return bad
