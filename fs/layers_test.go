@@ -20,13 +20,14 @@ func TestLayers(t *testing.T) {
 		"internal/testmem": -1, // the tests' count of bytes allocated, imported by tests alone
 		"fetcher":          0, "cache": 0, "compress": 0, "lucene": 0, "smile": 0,
 		"entry": 1, "prefetch": 1, "push": 1,
-		"reader": 2, "snapshot": 2,
-		"fs": 3, "layout": 3, "restore": 3, "verify": 3,
-		"view":      4, // what a mount shows: a layout's shapes, resolved through fetcher
-		"ops":       4, // the operator surface: control socket, /stats, /metrics, profiles
-		"daemon":    4, // the mount helper form, its daemon, readiness
-		"follow":    5, // a mount following its store: view, fs and reader joined
-		"cmd/segfs": 6,
+		"reader": 2, "snapshot": 2, "layout": 2,
+		"restore": 3, "verify": 3,
+		"view":      3, // what a mount shows: a layout's shapes, resolved through fetcher
+		"fs":        4, // the FUSE edge: a view's tree as go-fuse nodes
+		"ops":       5, // the operator surface: control socket, /stats, /metrics, profiles
+		"daemon":    5, // the mount helper form, its daemon, readiness
+		"follow":    6, // a mount following its store: view, fs and reader joined
+		"cmd/segfs": 7,
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").Output()
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/view"
 )
 
 // Lazy resolves the directories of a repository mount as they are first
@@ -32,7 +32,8 @@ type Lazy interface {
 	// did not list (a name a listing knows of but does not show), from
 	// what the last Dirs of dir found: it makes no remote call. A name
 	// made since is found by the next listing (the tree lists a
-	// directory again at most once every relistEvery for such lookups).
+	// directory again at most once every view.RelistEvery for such
+	// lookups).
 	Has(dir, name string) bool
 	// Files returns the files of dir, a directory at Depth, each named
 	// dir + its name.
@@ -70,13 +71,12 @@ func (r *Root) Relist() {
 	if r.lazy == nil {
 		return
 	}
-	var walk func(in *gofs.Inode, st *lazyState, depth int)
-	walk = func(in *gofs.Inode, st *lazyState, depth int) {
+	var walk func(in *gofs.Inode, st *view.DirState, depth int)
+	walk = func(in *gofs.Inode, st *view.DirState, depth int) {
 		if depth >= r.lazy.Depth() {
 			return
 		}
-		st.gen.Add(1) // before ready: a listing in flight cannot set it back
-		st.ready.Store(false)
+		st.Invalidate()
 		for _, child := range in.Children() {
 			if ld, ok := child.Operations().(*lazyDir); ok {
 				walk(&ld.Inode, &ld.st, ld.depth)
@@ -86,56 +86,6 @@ func (r *Root) Relist() {
 	walk(&r.Inode, &r.lazySt, 0)
 }
 
-// lazyRetry is how long a directory that failed to resolve answers EIO
-// before its next use tries again; lazyTimeout bounds one resolution,
-// which no caller's interrupt cuts short (its result serves every
-// caller that waits for it); relistEvery is the least time between two
-// listings of one directory that lookups of names it does not hold ask
-// for (tools probe names such as .git at every call, and any local
-// user of an --allow-other mount can stat random names: each such name
-// costs a remote listing at most once an interval, in all).
-const (
-	lazyRetry   = 30 * time.Second
-	lazyTimeout = 2 * time.Minute
-	relistEvery = 5 * time.Second
-)
-
-// lazyState is one lazy directory's resolution.
-type lazyState struct {
-	// ready is set once the directory is listed (or its files added)
-	// and cleared by Relist: a lookup that finds it set, and the name it
-	// asks for, needs no remote call.
-	ready atomic.Bool
-	// listedAt is when the directory's last listing ended (Unix
-	// nanoseconds; stamped at its start too): a lookup of a name it
-	// lacks lists it again only relistEvery after.
-	listedAt atomic.Int64
-	// gen counts the Relists: a listing that began before one does not
-	// set ready, so the relisting the refresh asked for still happens.
-	gen atomic.Uint64
-
-	mu    sync.Mutex // held while resolving: other users of the directory wait for the one resolution
-	shown bool       // a listing of directories was shown: a failed relisting keeps it
-	err   error
-	at    time.Time // when err was found
-}
-
-// setReady marks the directory listed by a listing that began at
-// Relist generation gen, unless a Relist came since (its listing is still
-// to be made). Call with mu held.
-func (st *lazyState) setReady(gen uint64) {
-	st.ready.Store(true)
-	if st.gen.Load() != gen {
-		st.ready.Store(false)
-	}
-}
-
-// relistDue reports whether a lookup of a name the directory lacks may
-// list it again at now.
-func (st *lazyState) relistDue(now time.Time) bool {
-	return now.Sub(time.Unix(0, st.listedAt.Load())) >= relistEvery
-}
-
 // lazyDir is a directory of a repository mount that lists or resolves
 // its children on first use.
 type lazyDir struct {
@@ -143,7 +93,7 @@ type lazyDir struct {
 	root  *Root
 	path  string // "a/" or "a/b/"
 	depth int    // its level: the root's children are 1
-	st    lazyState
+	st    view.DirState
 }
 
 var (
@@ -217,7 +167,8 @@ func (d *lazyDir) Opendir(ctx context.Context) syscall.Errno {
 
 // lazyLookup is Lookup in a lazy directory: resolved first (EIO if it
 // cannot be); a directory name it does not hold is answered from what
-// it listed, the directory listed again at most once every relistEvery
+// it listed, the directory listed again at most once every
+// view.RelistEvery
 // (single flight: one listing serves every lookup waiting for it), so
 // that absent names cost no remote call each. A child directory is not
 // resolved at its own lookup: go-fuse looks up every entry of a
@@ -229,10 +180,10 @@ func (d *lazyDir) Opendir(ctx context.Context) syscall.Errno {
 // any remote call: a refresh, which takes the view for writing, never
 // waits on the store behind a lookup. What it decides after taking the
 // view back it reads afresh from the tree.
-func (r *Root) lazyLookup(ctx context.Context, in *gofs.Inode, dn *dirNode, dir string, depth int, st *lazyState, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+func (r *Root) lazyLookup(ctx context.Context, in *gofs.Inode, dn *dirNode, dir string, depth int, st *view.DirState, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	child := in.GetChild(name)
-	relist := child == nil && depth < r.lazy.Depth() && st.relistDue(time.Now())
-	if !st.ready.Load() || relist {
+	relist := child == nil && depth < r.lazy.Depth() && st.RelistDue(time.Now())
+	if !st.Ready() || relist {
 		r.view.RUnlock()
 		err := r.ensure(ctx, in, dn, dir, depth, st, relist)
 		r.view.RLock()
@@ -264,60 +215,29 @@ func (r *Root) lazyLookup(ctx context.Context, in *gofs.Inode, dn *dirNode, dir 
 }
 
 // ensure resolves the lazy directory dir (the inode in, its node dn) at
-// level depth once: lists its directories, or adds its files; with
-// relist, a directory of directories is listed again if relistEvery has
-// passed since its last listing. A failure is logged once and answered
-// for lazyRetry before it is tried again; a relisting that fails keeps
-// the listing shown (logged), to be tried again at the next one due.
-// Call with no lock of the tree held: it makes remote calls.
-func (r *Root) ensure(ctx context.Context, in *gofs.Inode, dn *dirNode, dir string, depth int, st *lazyState, relist bool) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	now := time.Now()
-	if st.ready.Load() && !(relist && st.relistDue(now)) {
-		return nil // listed, or resolved, by the caller before this one
-	}
-	if !st.shown && st.err != nil && now.Sub(st.at) < lazyRetry {
-		return st.err
-	}
-	st.listedAt.Store(now.UnixNano())
-	gen := st.gen.Load()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lazyTimeout)
-	defer cancel()
-	var err error
-	if depth < r.lazy.Depth() {
-		var names []string
-		if names, err = r.lazy.Dirs(ctx, dir); err == nil {
-			err = r.addLazyDirs(in, dir, depth+1, names)
+// level depth once, by the policy of view.DirState.Resolve: lists its
+// directories, or adds its files (and tells the engine the index is
+// seen, for its open-time prefetch). Call with no lock of the tree
+// held: it makes remote calls.
+func (r *Root) ensure(ctx context.Context, in *gofs.Inode, dn *dirNode, dir string, depth int, st *view.DirState, relist bool) error {
+	dirs := depth < r.lazy.Depth()
+	return st.Resolve(ctx, r.log, dir, dirs, relist, func(ctx context.Context) error {
+		if dirs {
+			names, err := r.lazy.Dirs(ctx, dir)
+			if err != nil {
+				return err
+			}
+			return r.addLazyDirs(in, dir, depth+1, names)
 		}
-	} else {
-		var entries []entry.Entry
-		if entries, err = r.lazy.Files(ctx, dir); err == nil {
+		entries, err := r.lazy.Files(ctx, dir)
+		if err == nil {
 			err = r.addFiles(dn, dir, entries)
 		}
-	}
-	st.listedAt.Store(time.Now().UnixNano()) // a slow listing is not followed at once by the next
-	name := dir
-	if name == "" {
-		name = "/"
-	}
-	if err != nil && st.shown {
-		r.log.Warn("relisting a directory failed; it keeps its last listing", "dir", name, "retry_after", relistEvery, "err", err)
-		st.setReady(gen)
-		return nil
-	}
-	if err != nil {
-		st.err, st.at = err, now
-		r.log.Error("directory not shown: its lookups fail with EIO", "dir", name, "retry_after", lazyRetry, "err", err)
+		if err == nil {
+			dn.seen()
+		}
 		return err
-	}
-	st.err = nil
-	st.shown = depth < r.lazy.Depth()
-	st.setReady(gen)
-	if depth == r.lazy.Depth() {
-		dn.seen() // the index's open-time prefetch
-	}
-	return nil
+	})
 }
 
 // addLazyDirs adds the directories names below in (dir, at level

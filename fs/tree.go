@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"path"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/segfs/segfs/entry"
 	"github.com/segfs/segfs/reader"
+	"github.com/segfs/segfs/view"
 )
 
 // Root is the root directory of a segfs mount. Build it with NewRoot and
@@ -38,7 +37,7 @@ type Root struct {
 	ino     uint64          // the last inode number given
 	changed time.Time       // the time of the change being made: a new directory's
 	listed  []entry.Entry   // the last listing applied (entries holds it and the kept names)
-	kept    map[string]kept // names a newer listing dropped, shown for a grace (RefreshKeeping)
+	grace   entry.Grace     // names a newer listing dropped, shown for a grace (RefreshKeeping)
 	dirtied map[string]bool // during a change: the directories whose entries it changed
 
 	// view is held for reading by each request that may record a child
@@ -54,9 +53,9 @@ type Root struct {
 	// mounting.
 	lazy    Lazy
 	admit   func(files int) error
-	maxDirs int       // LazyLimits.MaxDirs
-	lazySt  lazyState // the root's resolution
-	dirs    int       // the lazy directories shown; guarded by mu
+	maxDirs int           // LazyLimits.MaxDirs
+	lazySt  view.DirState // the root's resolution
+	dirs    int           // the lazy directories shown; guarded by mu
 	// dirReads are the read counters of each shard directory shown, by
 	// its path; guarded by mu.
 	dirReads map[string]*DirCounters
@@ -138,30 +137,15 @@ const RootIno = fuse.FUSE_ROOT_ID
 func (r *Root) OnAdd(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next := r.nextAttr
 	entries := *r.entries.Load()
 	dirs, places := reader.Dirs(entries)
 	for i, e := range entries {
-		parent := &r.Inode
-		dir, base := path.Split(e.Name)
-		for _, name := range strings.Split(strings.TrimSuffix(dir, "/"), "/") {
-			if name == "" {
-				continue
-			}
-			child := parent.GetChild(name)
-			if child == nil {
-				child = parent.NewPersistentInode(ctx, &dirNode{mtime: r.mountTime, attr: &r.attr}, next(fuse.S_IFDIR))
-				parent.AddChild(name, child, false)
-			}
-			parent = child
+		r.putFileLocked(e, places[i])
+	}
+	for dir, d := range dirs {
+		if in, _ := r.dirInode(dir, false); in != nil {
+			dirNodeOf(in).setDir(d, true, r.reader)
 		}
-		if dn := dirNodeOf(parent); dn != nil {
-			if d, ok := dirs[dir]; ok {
-				dn.setDir(d, true, r.reader)
-			}
-		}
-		node := &fileNode{entry: e, reader: r.reader, stats: &r.stats, log: r.log, attr: &r.attr, place: places[i]}
-		parent.AddChild(base, parent.NewPersistentInode(ctx, node, next(fuse.S_IFREG)), false)
 	}
 }
 

@@ -3,9 +3,7 @@ package fs
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"path"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -104,12 +102,6 @@ func (r *Root) Expire(now time.Time) (Change, time.Time) {
 	return r.apply(func(listed []entry.Entry) []entry.Entry { return listed }, 0, now)
 }
 
-// kept is a name a newer listing dropped, shown until until.
-type kept struct {
-	e     entry.Entry
-	until time.Time
-}
-
 // apply makes the tree show the listing listing gives (as Shown returns
 // it; it is given the last one applied) and the names kept from earlier
 // listings, dropping those due at now; names leaving the listing are
@@ -124,38 +116,9 @@ func (r *Root) apply(listing func(listed []entry.Entry) []entry.Entry, keep time
 	shown := listing(r.listed)
 	r.changed = now
 	old := *r.entries.Load()
-	listedNames := make(map[string]bool, len(shown))
-	for _, e := range shown {
-		listedNames[e.Name] = true
-	}
-	if keep > 0 {
-		for _, e := range old {
-			if _, ok := r.kept[e.Name]; !ok && !listedNames[e.Name] {
-				if r.kept == nil {
-					r.kept = make(map[string]kept)
-				}
-				r.kept[e.Name] = kept{e: e, until: now.Add(keep)}
-			}
-		}
-	}
-	dirs := entry.DirSet(shown)
-	visible := slices.Clone(shown)
-	var next time.Time
-	for _, name := range slices.Sorted(maps.Keys(r.kept)) {
-		k := r.kept[name]
-		// Back in the listing, due, or in the way of a new directory or
-		// below a new file.
-		if listedNames[name] || !now.Before(k.until) || dirs[name] || underFile(name, listedNames) {
-			delete(r.kept, name)
-			continue
-		}
-		visible = append(visible, k.e)
-		if next.IsZero() || k.until.Before(next) {
-			next = k.until
-		}
-	}
+	visible, next := r.grace.Apply(old, shown, keep, now)
 	r.listed = shown
-	r.stats.FilesKept.Store(int64(len(r.kept)))
+	r.stats.FilesKept.Store(int64(r.grace.Len()))
 	c := Change{Change: entry.Diff(old, visible)}
 	if c.Empty() {
 		r.entries.Store(&visible) // the same versions; keep the newer listing's times
@@ -332,16 +295,6 @@ func forgetTree(in *gofs.Inode) {
 		forgetTree(child)
 	}
 	in.ForgetPersistent()
-}
-
-// underFile reports whether a directory of name is one of files.
-func underFile(name string, files map[string]bool) bool {
-	for dir := path.Dir(name); dir != "." && dir != "/"; dir = path.Dir(dir) {
-		if files[dir] {
-			return true
-		}
-	}
-	return false
 }
 
 // dirty records that the entries of directory dir ("" or "a/b/") change.
