@@ -1,7 +1,11 @@
 // Package fs is the FUSE edge of segfs: it shows the files of a
 // listing as a read-only tree with the go-fuse v2 node API and hands
 // every read to the read engine (package reader). It is the only
-// package besides cmd/segfs that imports go-fuse.
+// package that imports go-fuse. What the tree shows and when it lists
+// again are decided elsewhere: the listing by package view (a
+// directory's resolution policy is view.DirState), the changes by
+// package entry (Shown, Diff, Grace); fs turns them into nodes and
+// tells the kernel.
 //
 // Which file owns what:
 //   - tree.go: the tree, built once from the listing with persistent
@@ -9,8 +13,8 @@
 //   - file.go: file nodes and handles: an open becomes a reader.Handle,
 //     a read goes to it and its reply is sent from the engine's buffer
 //     when it lends one; the passthrough mode of a node.
-//   - view.go: a refresh of the tree in one step (entry.Diff applied: Refresh,
-//     RefreshWith, the names kept for --keep-removed); guard.go: the
+//   - view.go: a refresh of the tree in one step (entry.Diff and
+//     entry.Grace applied: Refresh, RefreshWith); guard.go: the
 //     view lock LOOKUP and READDIRPLUS hold for reading, so that a
 //     refresh's change excludes them.
 //   - lazy.go: a tree resolved as it is used (Lazy, which a view.View
