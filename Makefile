@@ -14,11 +14,22 @@ export SEGFS_BIN         := $(SEGFS)
 export VERSITYGW_BIN     := $(VERSITYGW)
 export SEGFS_REQUIRE_E2E := 1
 
-.PHONY: all deps base-deps versitygw fuse3 lucene gomod build test fuzz-short demo clean distclean
+.PHONY: all deps base-deps versitygw fuse3 lucene pkgtools gomod build test fuzz-short demo clean distclean install uninstall package
+
+# The version every build carries (`segfs --version`) and the packages
+# too, from the commit checked out: 0.1.0+git<commit time, UTC>.<commit>.
+# SOURCE_DATE_EPOCH, the commit's time, is the time of every file the
+# packages hold, so two builds of one commit give the same packages.
+VERSION           ?= $(shell TZ=UTC git log -1 --format='0.1.0+git%cd.%h' --date=format-local:%Y%m%d%H%M%S 2>/dev/null || echo 0.1.0)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
+NFPM_VERSION      := v2.48.0
+NFPM              := $(BIN)/nfpm
+PKGDIR            := $(BIN)/pkg
 
 all: build
 
-deps: versitygw fuse3 lucene gomod
+deps: versitygw fuse3 lucene pkgtools gomod
 
 # What the demo and the soak need: no Lucene.
 base-deps: versitygw fuse3 gomod
@@ -64,17 +75,95 @@ lucene:
 		exit 1; \
 	fi
 
+# What the package tests use besides the Go tools: nfpm (pinned, built
+# into bin/ like versitygw), rpm to read the .rpm, and the shells whose
+# completion scripts the tests parse.
+PKG_TOOLS := rpm zsh fish
+pkgtools:
+	@if [ -x "$(NFPM)" ] && $(GO) version -m "$(NFPM)" 2>/dev/null | grep -q 'mod[[:space:]]*github.com/goreleaser/nfpm/v2[[:space:]]*$(NFPM_VERSION)'; then \
+		echo "nfpm $(NFPM_VERSION): present in bin/"; \
+	else \
+		echo "nfpm $(NFPM_VERSION): installing into bin/"; \
+		GOBIN="$(BIN)" $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION); \
+	fi
+	@missing=$$(for t in $(PKG_TOOLS); do command -v $$t >/dev/null 2>&1 || echo $$t; done); \
+	if [ -z "$$missing" ]; then \
+		echo "$(PKG_TOOLS): present"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "$$missing: installing with apt-get"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	else \
+		echo "missing: $$missing; install with: sudo apt-get install -y $$missing" >&2; \
+		exit 1; \
+	fi
+
 gomod:
 	$(GO) mod download
 
+# -trimpath and an empty build ID: the binary holds no path of this
+# machine and is the same for the same commit and Go.
 build:
-	$(GO) build -buildvcs=auto -o $(SEGFS) ./cmd/segfs
+	$(GO) build -trimpath -buildvcs=auto -ldflags '-X main.stamp=$(VERSION) -buildid=' -o $(SEGFS) ./cmd/segfs
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, the systemd
+# unit (ExecStart at this PREFIX), its example environment file, the
+# man page, the completions and the docs, each where its tool looks.
+# mount(8)'s helper finds segfs on the default PATH, which holds
+# PREFIX/bin for /usr and /usr/local. make uninstall removes them.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+MANDIR      ?= $(PREFIX)/share/man
+DOCDIR      ?= $(PREFIX)/share/doc/segfs
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+MAN_DATE    := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%d 2>/dev/null)
+INSTALLED   := $(BINDIR)/segfs $(UNITDIR)/segfs@.service $(MANDIR)/man8/segfs.8.gz \
+	$(BASHCOMPDIR)/segfs $(ZSHCOMPDIR)/_segfs $(FISHCOMPDIR)/segfs.fish \
+	$(DOCDIR)/README.md $(DOCDIR)/USAGE.md $(DOCDIR)/examples/segfs.env.example
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)/examples \
+		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 0755 $(SEGFS) $(DESTDIR)$(BINDIR)/segfs
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' dist/segfs@.service.in > $(DESTDIR)$(UNITDIR)/segfs@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/segfs@.service
+	install -m 0644 dist/segfs.env.example $(DESTDIR)$(DOCDIR)/examples/segfs.env.example
+	install -m 0644 README.md docs/USAGE.md $(DESTDIR)$(DOCDIR)/
+	$(SEGFS) man --date=$(MAN_DATE) | gzip -n -9 > $(DESTDIR)$(MANDIR)/man8/segfs.8.gz
+	$(SEGFS) completion bash > $(DESTDIR)$(BASHCOMPDIR)/segfs
+	$(SEGFS) completion zsh > $(DESTDIR)$(ZSHCOMPDIR)/_segfs
+	$(SEGFS) completion fish > $(DESTDIR)$(FISHCOMPDIR)/segfs.fish
+	chmod 0644 $(DESTDIR)$(MANDIR)/man8/segfs.8.gz $(DESTDIR)$(BASHCOMPDIR)/segfs $(DESTDIR)$(ZSHCOMPDIR)/_segfs $(DESTDIR)$(FISHCOMPDIR)/segfs.fish
+	touch -h -d @$(SOURCE_DATE_EPOCH) $(addprefix $(DESTDIR),$(INSTALLED))
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
+
+# make package: a .deb and an .rpm in bin/pkg/, from `make install` into
+# a staging tree with the paths of a distribution's package (/usr, the
+# unit in /usr/lib/systemd/system, zsh's vendor completions), packed by
+# nfpm (dist/nfpm.yaml).
+PKG_STAGE := $(BIN)/pkg-stage
+package: pkgtools
+	rm -rf $(PKG_STAGE) $(PKGDIR)
+	$(MAKE) --no-print-directory install DESTDIR=$(PKG_STAGE) PREFIX=/usr UNITDIR=/usr/lib/systemd/system \
+		ZSHCOMPDIR=/usr/share/zsh/vendor-completions
+	mkdir -p $(PKGDIR)
+	cd $(PKG_STAGE) && for p in deb rpm; do \
+		VERSION=$(VERSION) $(NFPM) package --config $(CURDIR)/dist/nfpm.yaml --packager $$p --target $(PKGDIR)/ || exit 1; \
+	done
 
 # The packages' own unit tests run in parallel; the end-to-end, fault and
 # resource tests under tests/ one package at a time: they mount, run
 # servers and bound threads, goroutines and memory, and two such packages
 # at once on two CPUs make those bounds measure each other's load.
-test: deps build
+# The packages' tests (tests/e2e/package_test.go) find the .deb and the
+# .rpm here.
+export SEGFS_PKG_DIR := $(PKGDIR)
+
+test: deps build package
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /tests/)
 	$(GO) test -race -count=1 -timeout 30m -p 1 ./tests/...

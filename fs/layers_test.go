@@ -18,7 +18,7 @@ func TestLayers(t *testing.T) {
 		"mountinfo":        -1, // the kernel's table of mounts, which fs, the command and the tests read
 		"quote":            -1, // names from a store made safe to print, for the command and its servers
 		"internal/testmem": -1, // the tests' count of bytes allocated, imported by tests alone
-		"fetcher":          0, "cache": 0, "compress": 0, "lucene": 0, "smile": 0,
+		"fetcher":          0, "cache": 0, "compress": 0, "lucene": 0, "smile": 0, "clidoc": 0,
 		"entry": 1, "prefetch": 1, "push": 1,
 		"reader": 2, "snapshot": 2, "layout": 2,
 		"restore": 3, "verify": 3,

@@ -22,14 +22,16 @@ type cli struct {
 	LogFormat string           `name:"log-format" default:"text" enum:"text,json" help:"Log format on stderr: text (key=value lines) or json (one object a line, for log shippers)."`
 	Version   kong.VersionFlag `name:"version" help:"Print segfs's version, VCS commit and Go version, and exit."`
 
-	Mount     mountCmd     `cmd:"" help:"Mount SOURCE read-only at MOUNTPOINT and serve it in the foreground until unmounted or signalled."`
-	Unmount   unmountCmd   `cmd:"" help:"Unmount a segfs mount; the serving process then exits."`
-	Push      pushCmd      `cmd:"" help:"Upload a local shard directory to a store in the layout segfs mounts, compressing the selected files."`
-	Status    statusCmd    `cmd:"" help:"Report on a running mount: source, uptime, cache use, hit ratios, GETs, fetches in flight and queued, errors, and how much of each file is cached (the largest first)."`
-	Warm      warmCmd      `cmd:"" help:"Have a running mount fetch files or directories (default: all) into its cache at background priority, and show its progress. Exit 0 when all are cached, 1 naming those that failed; Ctrl-C stops the warm, not the mount."`
-	Restore   restoreCmd   `cmd:"" help:"Write the files of SOURCE (with its layout, as a mount shows them) into the local directory DEST_DIR from parallel part fetches, each verified before it gets its name; a second run completes an interrupted one. Exit 0 when every file is restored and verified, 1 naming those that failed, 2 on usage errors or a DEST_DIR holding other files, 130 when interrupted."`
-	Snapshots snapshotsCmd `cmd:"" help:"List what a snapshot repository holds: its snapshots (name, uuid, state, version), their indices, and each shard's files and bytes. A table, or --json. Exit 0 when every shard of a successful snapshot was read, 1 when one could not be, 2 on usage or access errors."`
-	Verify    verifyCmd    `cmd:"" help:"Check every file of SOURCE (a store, or a local directory): lengths, Lucene footers, checksums against a layout's metadata; --deep every byte. Exit 0 when all are intact, 1 when any is damaged or missing, 2 on usage or access errors."`
+	Mount      mountCmd      `cmd:"" help:"Mount SOURCE read-only at MOUNTPOINT and serve it in the foreground until unmounted or signalled."`
+	Unmount    unmountCmd    `cmd:"" help:"Unmount a segfs mount; the serving process then exits."`
+	Push       pushCmd       `cmd:"" help:"Upload a local shard directory to a store in the layout segfs mounts, compressing the selected files."`
+	Status     statusCmd     `cmd:"" help:"Report on a running mount: source, uptime, cache use, hit ratios, GETs, fetches in flight and queued, errors, and how much of each file is cached (the largest first)."`
+	Warm       warmCmd       `cmd:"" help:"Have a running mount fetch files or directories (default: all) into its cache at background priority, and show its progress. Exit 0 when all are cached, 1 naming those that failed; Ctrl-C stops the warm, not the mount."`
+	Restore    restoreCmd    `cmd:"" help:"Write the files of SOURCE (with its layout, as a mount shows them) into the local directory DEST_DIR from parallel part fetches, each verified before it gets its name; a second run completes an interrupted one. Exit 0 when every file is restored and verified, 1 naming those that failed, 2 on usage errors or a DEST_DIR holding other files, 130 when interrupted."`
+	Snapshots  snapshotsCmd  `cmd:"" help:"List what a snapshot repository holds: its snapshots (name, uuid, state, version), their indices, and each shard's files and bytes. A table, or --json. Exit 0 when every shard of a successful snapshot was read, 1 when one could not be, 2 on usage or access errors."`
+	Verify     verifyCmd     `cmd:"" help:"Check every file of SOURCE (a store, or a local directory): lengths, Lucene footers, checksums against a layout's metadata; --deep every byte. Exit 0 when all are intact, 1 when any is damaged or missing, 2 on usage or access errors."`
+	Completion completionCmd `cmd:"" help:"Print a completion script for bash, zsh or fish (the packages install them)."`
+	Man        manCmd        `cmd:"" hidden:"" help:"Print the segfs(8) man page."`
 }
 
 // exitError carries a process exit code with its message.

@@ -6,6 +6,11 @@ import (
 	"runtime/debug"
 )
 
+// stamp is the version a release build is given (-ldflags "-X
+// main.stamp=..."; the Makefile's VERSION, which the packages carry
+// too); "" for a plain go build.
+var stamp string
+
 // build is what the binary knows of its own build.
 type build struct {
 	version  string // the module version, "(devel)" for a build of a work tree
@@ -17,10 +22,16 @@ func buildInfo() build {
 	b := build{version: "(devel)", revision: "unknown"}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
+		if stamp != "" {
+			b.version = stamp
+		}
 		return b
 	}
 	if bi.Main.Version != "" {
 		b.version = bi.Main.Version
+	}
+	if stamp != "" {
+		b.version = stamp
 	}
 	dirty := false
 	for _, s := range bi.Settings {

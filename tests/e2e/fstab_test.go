@@ -720,7 +720,8 @@ func TestMountThroughSymlink(t *testing.T) {
 }
 
 // TestSystemdUnitVerifies runs systemd-analyze verify on
-// dist/segfs@.service, its commands pointed at the built binary and its
+// dist/segfs@.service.in as make install writes it for /usr/local, its
+// commands then pointed at the built binary and its
 // EnvironmentFile at a copy of dist/segfs.env.example. A copy with an
 // unknown key must draw a complaint, so that a quiet verify means
 // something.
@@ -730,15 +731,16 @@ func TestSystemdUnitVerifies(t *testing.T) {
 		t.Skip("systemd-analyze is not installed")
 	}
 	b := harness.RequireSegfs(t)
-	unit, err := os.ReadFile(filepath.Join(b.Root, "dist", "segfs@.service"))
+	in, err := os.ReadFile(filepath.Join(b.Root, "dist", "segfs@.service.in"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	unit := strings.NewReplacer("@BINDIR@", "/usr/local/bin", "@DOCDIR@", "/usr/local/share/doc/segfs").Replace(string(in))
 	for _, want := range []string{"\nType=notify\n", "\nNotifyAccess=main\n", "\nEnvironmentFile=/etc/segfs/%i.env\n",
 		"\nExecStart=/usr/local/bin/segfs mount $SEGFS_OPTIONS ${SEGFS_SOURCE} ${SEGFS_MOUNTPOINT}\n",
 		"\nExecReload=/bin/kill -HUP $MAINPID\n",
 		"\nExecStopPost=-/usr/local/bin/segfs unmount --lazy ${SEGFS_MOUNTPOINT}\n", "\nTimeoutStopSec=30\n"} {
-		if !strings.Contains(string(unit), want) {
+		if !strings.Contains(unit, want) {
 			t.Errorf("the unit lacks the line %q", strings.TrimSpace(want))
 		}
 	}
@@ -751,7 +753,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	if err := os.WriteFile(envFile, example, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	text := strings.ReplaceAll(string(unit), "/usr/local/bin/segfs", b.Segfs)
+	text := strings.ReplaceAll(unit, "/usr/local/bin/segfs", b.Segfs)
 	text = strings.ReplaceAll(text, "/etc/segfs/%i.env", envFile)
 
 	complaints := verifyUnit(t, analyze, filepath.Join(tmp, "segfs@test.service"), text)
