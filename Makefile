@@ -76,9 +76,10 @@ lucene:
 	fi
 
 # What the package tests use besides the Go tools: nfpm (pinned, built
-# into bin/ like versitygw), rpm to read the .rpm, and the shells whose
-# completion scripts the tests parse.
-PKG_TOOLS := rpm zsh fish
+# into bin/ like versitygw), rpm to read the .rpm, the shells whose
+# completion scripts the tests parse, and systemd-analyze to verify the
+# unit; each as COMMAND:DEBIAN_PACKAGE.
+PKG_TOOLS := rpm:rpm zsh:zsh fish:fish systemd-analyze:systemd
 pkgtools:
 	@if [ -x "$(NFPM)" ] && $(GO) version -m "$(NFPM)" 2>/dev/null | grep -q 'mod[[:space:]]*github.com/goreleaser/nfpm/v2[[:space:]]*$(NFPM_VERSION)'; then \
 		echo "nfpm $(NFPM_VERSION): present in bin/"; \
@@ -86,14 +87,14 @@ pkgtools:
 		echo "nfpm $(NFPM_VERSION): installing into bin/"; \
 		GOBIN="$(BIN)" $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION); \
 	fi
-	@missing=$$(for t in $(PKG_TOOLS); do command -v $$t >/dev/null 2>&1 || echo $$t; done); \
+	@missing=$$(for t in $(PKG_TOOLS); do command -v $${t%%:*} >/dev/null 2>&1 || echo $${t#*:}; done); \
 	if [ -z "$$missing" ]; then \
-		echo "$(PKG_TOOLS): present"; \
+		echo "rpm, zsh, fish, systemd-analyze: present"; \
 	elif [ "$$(id -u)" = 0 ]; then \
-		echo "$$missing: installing with apt-get"; \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+		echo "installing with apt-get:" $$missing; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	else \
-		echo "missing: $$missing; install with: sudo apt-get install -y $$missing" >&2; \
+		echo "missing; install with: sudo apt-get install -y" $$missing >&2; \
 		exit 1; \
 	fi
 

@@ -267,6 +267,30 @@ func TestPackageInstall(t *testing.T) {
 	if out := run(t, "/usr/bin/segfs", "completion", "bash"); !strings.Contains(out, "complete ") {
 		t.Errorf("the installed segfs prints no bash completion")
 	}
+	// The unit as installed, an instance of it reading a copy of the
+	// installed example: systemd-analyze finds nothing wrong. (Starting
+	// it needs systemd running as init, which the test machines lack.)
+	if analyze, err := exec.LookPath("systemd-analyze"); err != nil {
+		harness.SkipOrFail(t, fmt.Errorf("systemd-analyze is not installed (make pkgtools): %w", err))
+	} else {
+		unit, err := os.ReadFile("/usr/lib/systemd/system/segfs@.service")
+		if err != nil {
+			t.Fatal(err)
+		}
+		example, err := os.ReadFile("/usr/share/doc/segfs/examples/segfs.env.example")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp := t.TempDir()
+		envFile := filepath.Join(tmp, "test.env")
+		if err := os.WriteFile(envFile, example, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(unit), "/etc/segfs/%i.env", envFile)
+		if c := verifyUnit(t, analyze, filepath.Join(tmp, "segfs@test.service"), text); len(c) > 0 {
+			t.Errorf("systemd-analyze verify complains about the installed unit:\n%s", strings.Join(c, "\n"))
+		}
+	}
 
 	opts := func(cache string) string {
 		return fmt.Sprintf("ro,_netdev,endpoint=%s,path_style,region=%s,cache_dir=%s", srv.Endpoint(), harness.Region, cache)
