@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/segfs/segfs/tests/harness"
 )
 
@@ -159,13 +161,7 @@ func TestPackageContents(t *testing.T) {
 
 	// make install into a DESTDIR: the same files, the same bytes.
 	dest := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-C", repo, "install", "DESTDIR="+dest,
-		"PREFIX=/usr", "UNITDIR=/usr/lib/systemd/system", "ZSHCOMPDIR=/usr/share/zsh/vendor-completions")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make install: %v\n%s", err, out)
-	}
+	makeIn(t, repo, "install", "DESTDIR="+dest, "PREFIX=/usr", "UNITDIR=/usr/lib/systemd/system", "ZSHCOMPDIR=/usr/share/zsh/vendor-completions")
 	installed := map[string]os.FileMode{}
 	err = filepath.WalkDir(dest, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -187,6 +183,33 @@ func TestPackageContents(t *testing.T) {
 	}
 	if !maps.Equal(installed, packaged) {
 		t.Errorf("make install wrote %v, want the package's %v", installed, packaged)
+	}
+	makeIn(t, repo, "uninstall", "DESTDIR="+dest, "PREFIX=/usr", "UNITDIR=/usr/lib/systemd/system", "ZSHCOMPDIR=/usr/share/zsh/vendor-completions")
+	_ = filepath.WalkDir(dest, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			t.Errorf("make uninstall left %s", strings.TrimPrefix(p, dest))
+		}
+		return nil
+	})
+
+	// A second build of the packages, elsewhere: the same bytes.
+	again := t.TempDir()
+	makeIn(t, repo, "package", "PKGDIR="+filepath.Join(again, "pkg"), "PKG_STAGE="+filepath.Join(again, "stage"))
+	for _, p := range []string{deb, rpmFile} {
+		if a, b := sum(t, p), sum(t, filepath.Join(again, "pkg", filepath.Base(p))); a != b {
+			t.Errorf("%s: a second make package gives other bytes", filepath.Base(p))
+		}
+	}
+}
+
+// makeIn runs make in dir with args.
+func makeIn(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", append([]string{"--no-print-directory", "-C", dir}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
 
@@ -222,11 +245,10 @@ func checkManPage(t *testing.T, path string) {
 }
 
 // TestPackageInstall installs the .deb as an operator does, mounts a
-// bucket with `mount -t fuse.segfs` and with an fstab line (mount
-// --fstab FILE reads FILE as mount(8) reads /etc/fstab), each through
-// the /usr/bin/segfs that mount.fuse3's shell finds on the default PATH,
-// reads it byte-exact, unmounts, and removes the package: none of its
-// files is left.
+// bucket with `mount -t fuse.segfs` and with a line of /etc/fstab, each
+// through the /usr/bin/segfs that mount.fuse3's shell finds on the
+// default PATH, reads it byte-exact, unmounts, and removes the package:
+// none of its files is left.
 func TestPackageInstall(t *testing.T) {
 	deb, _ := needPackages(t)
 	if os.Geteuid() != 0 {
@@ -295,26 +317,33 @@ func TestPackageInstall(t *testing.T) {
 	opts := func(cache string) string {
 		return fmt.Sprintf("ro,_netdev,endpoint=%s,path_style,region=%s,cache_dir=%s", srv.Endpoint(), harness.Region, cache)
 	}
-	e := &helperEnv{bin: "/usr/bin/segfs"}
+	e := sharedMountEnv(t, "/usr/bin/segfs")
 	for _, c := range []struct {
 		name string
 		args func(dir string) []string
 	}{
 		{"mount -t", func(dir string) []string {
-			return []string{"-t", "fuse.segfs", "s3://" + bucket, dir, "-o", opts(filepath.Join(t.TempDir(), "cache"))}
+			return []string{"mount", "-t", "fuse.segfs", "s3://" + bucket, dir, "-o", opts(filepath.Join(t.TempDir(), "cache"))}
 		}},
 		{"fstab line", func(dir string) []string {
+			// mount(8) reads /etc/fstab: in a mount namespace of the
+			// test's own, a file holding the line is bound over it (the
+			// host's /etc/fstab is never touched), and `mount DIR` finds
+			// the line there. The mountpoint is in a shared mount, so the
+			// FUSE mount made in that namespace shows in the test's.
 			fstab := filepath.Join(t.TempDir(), "fstab")
 			line := fmt.Sprintf("s3://%s %s fuse.segfs %s 0 0\n", bucket, dir, opts(filepath.Join(t.TempDir(), "cache")))
 			if err := os.WriteFile(fstab, []byte(line), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			return []string{"--fstab", fstab, dir}
+			return []string{"unshare", "--mount", "--propagation", "unchanged", "--", "/bin/sh", "-c", `set -e
+mount --make-private "$(findmnt -n -o TARGET -T /etc/fstab)"
+mount --bind "$1" /etc/fstab
+exec mount "$2"`, "sh", fstab, dir}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Cleanup(func() { e.clear(t, dir) })
+			dir := e.newMountpoint(t)
 			logPath := filepath.Join(t.TempDir(), "mount.log")
 			logf, err := os.Create(logPath)
 			if err != nil {
@@ -323,12 +352,13 @@ func TestPackageInstall(t *testing.T) {
 			defer logf.Close()
 			mctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
 			defer cancel()
-			cmd := exec.CommandContext(mctx, "mount", c.args(dir)...)
+			args := c.args(dir)
+			cmd := exec.CommandContext(mctx, args[0], args[1:]...)
 			cmd.Env = harness.ChildEnv(srv.Env()...)
 			cmd.Stdout, cmd.Stderr = logf, logf // the daemon keeps them: no pipe to wait on
 			if err := cmd.Run(); err != nil {
 				b, _ := os.ReadFile(logPath)
-				t.Fatalf("mount %s: %v\n%s", strings.Join(c.args(dir), " "), err, b)
+				t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, b)
 			}
 			for name, want := range map[string][]byte{"shard/_0.cfs": data, "shard/segments_1": small} {
 				got, err := os.ReadFile(filepath.Join(dir, name))
@@ -355,6 +385,34 @@ func TestPackageInstall(t *testing.T) {
 			t.Errorf("the directory %s is left after dpkg --purge", dir)
 		}
 	}
+}
+
+// sharedMountEnv is a helperEnv for the installed bin: a shared bind
+// mount to make mountpoints in, with no directory bound over the
+// default PATH (mount.fuse3's shell must find the package's segfs).
+func sharedMountEnv(t *testing.T, bin string) *helperEnv {
+	t.Helper()
+	for _, tool := range []string{"unshare", "findmnt"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			harness.SkipOrFail(t, fmt.Errorf("%s is not installed: %w", tool, err))
+		}
+	}
+	e := &helperEnv{bin: bin, shared: filepath.Join(t.TempDir(), "shared")}
+	if err := os.Mkdir(e.shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(e.shared, e.shared, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind %s: %v", e.shared, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(e.shared, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", e.shared, err)
+		}
+	})
+	if err := unix.Mount("", e.shared, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatalf("make %s shared: %v", e.shared, err)
+	}
+	return e
 }
 
 // permOf parses an ls-style mode ("-rwxr-xr-x").
