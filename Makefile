@@ -14,13 +14,13 @@ export SEGFS_BIN         := $(SEGFS)
 export VERSITYGW_BIN     := $(VERSITYGW)
 export SEGFS_REQUIRE_E2E := 1
 
-.PHONY: all deps base-deps versitygw fuse3 lucene pkgtools gomod build test fuzz-short demo clean distclean install uninstall package
+.PHONY: all deps base-deps versitygw fuse3 lucene nfpm pkgtools gomod build test fuzz-short demo clean distclean install uninstall package
 
 # The version every build carries (`segfs --version`) and the packages
 # too, from the commit checked out: 0.1.0+git<commit time, UTC>.<commit>.
 # SOURCE_DATE_EPOCH, the commit's time, is the time of every file the
 # packages hold, so two builds of one commit give the same packages.
-VERSION           ?= $(shell TZ=UTC git log -1 --format='0.1.0+git%cd.%h' --date=format-local:%Y%m%d%H%M%S 2>/dev/null || echo 0.1.0)
+SEGFS_VERSION     ?= $(shell TZ=UTC git log -1 --format='0.1.0+git%cd.%h' --date=format-local:%Y%m%d%H%M%S 2>/dev/null || echo 0.1.0)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 export SOURCE_DATE_EPOCH
 NFPM_VERSION      := v2.48.0
@@ -29,7 +29,7 @@ PKGDIR            := $(BIN)/pkg
 
 all: build
 
-deps: versitygw fuse3 lucene pkgtools gomod
+deps: versitygw fuse3 lucene gomod
 
 # What the demo and the soak need: no Lucene.
 base-deps: versitygw fuse3 gomod
@@ -75,18 +75,20 @@ lucene:
 		exit 1; \
 	fi
 
-# What the package tests use besides the Go tools: nfpm (pinned, built
-# into bin/ like versitygw), rpm to read the .rpm, the shells whose
-# completion scripts the tests parse, and systemd-analyze to verify the
-# unit; each as COMMAND:DEBIAN_PACKAGE.
-PKG_TOOLS := rpm:rpm zsh:zsh fish:fish systemd-analyze:systemd
-pkgtools:
+# nfpm, the packager (pinned, built into bin/ like versitygw).
+nfpm:
 	@if [ -x "$(NFPM)" ] && $(GO) version -m "$(NFPM)" 2>/dev/null | grep -q 'mod[[:space:]]*github.com/goreleaser/nfpm/v2[[:space:]]*$(NFPM_VERSION)'; then \
 		echo "nfpm $(NFPM_VERSION): present in bin/"; \
 	else \
 		echo "nfpm $(NFPM_VERSION): installing into bin/"; \
 		GOBIN="$(BIN)" $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION); \
 	fi
+
+# What the package tests use besides nfpm: rpm to read the .rpm, the
+# shells whose completion scripts they parse, and systemd-analyze to
+# verify the unit; each as COMMAND:DEBIAN_PACKAGE.
+PKG_TOOLS := rpm:rpm zsh:zsh fish:fish systemd-analyze:systemd
+pkgtools: nfpm
 	@missing=$$(for t in $(PKG_TOOLS); do command -v $${t%%:*} >/dev/null 2>&1 || echo $${t#*:}; done); \
 	if [ -z "$$missing" ]; then \
 		echo "rpm, zsh, fish, systemd-analyze: present"; \
@@ -104,11 +106,13 @@ gomod:
 # -trimpath and an empty build ID: the binary holds no path of this
 # machine and is the same for the same commit and Go.
 build:
-	$(GO) build -trimpath -buildvcs=auto -ldflags '-X main.stamp=$(VERSION) -buildid=' -o $(SEGFS) ./cmd/segfs
+	$(GO) build -trimpath -buildvcs=auto -ldflags '-X main.stamp=$(SEGFS_VERSION) -buildid=' -o $(SEGFS) ./cmd/segfs
 
-# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, the systemd
-# unit (ExecStart at this PREFIX), its example environment file, the
-# man page, the completions and the docs, each where its tool looks.
+# make build && sudo make install [PREFIX=/usr/local] [DESTDIR=]: the
+# binary bin/segfs holds (install builds nothing: as root, Go may not be
+# on the PATH and git may refuse another user's checkout), the systemd
+# unit (ExecStart at this PREFIX), its example environment file, the man
+# page, the completions and the docs, each where its tool looks.
 # mount(8)'s helper finds segfs on the default PATH, which holds
 # PREFIX/bin for /usr and /usr/local. make uninstall removes them.
 PREFIX      ?= /usr/local
@@ -123,7 +127,8 @@ MAN_DATE    := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%d 2>/dev/null)
 INSTALLED   := $(BINDIR)/segfs $(UNITDIR)/segfs@.service $(MANDIR)/man8/segfs.8.gz \
 	$(BASHCOMPDIR)/segfs $(ZSHCOMPDIR)/_segfs $(FISHCOMPDIR)/segfs.fish \
 	$(DOCDIR)/README.md $(DOCDIR)/USAGE.md $(DOCDIR)/examples/segfs.env.example
-install: build
+install:
+	@test -x $(SEGFS) || { echo "$(SEGFS) is not built: run make build first" >&2; exit 1; }
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)/examples \
 		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	install -m 0755 $(SEGFS) $(DESTDIR)$(BINDIR)/segfs
@@ -131,7 +136,8 @@ install: build
 	chmod 0644 $(DESTDIR)$(UNITDIR)/segfs@.service
 	install -m 0644 dist/segfs.env.example $(DESTDIR)$(DOCDIR)/examples/segfs.env.example
 	install -m 0644 README.md docs/USAGE.md $(DESTDIR)$(DOCDIR)/
-	$(SEGFS) man --date=$(MAN_DATE) | gzip -n -9 > $(DESTDIR)$(MANDIR)/man8/segfs.8.gz
+	$(SEGFS) man --date=$(MAN_DATE) > $(DESTDIR)$(MANDIR)/man8/segfs.8
+	gzip -n -9 -f $(DESTDIR)$(MANDIR)/man8/segfs.8
 	$(SEGFS) completion bash > $(DESTDIR)$(BASHCOMPDIR)/segfs
 	$(SEGFS) completion zsh > $(DESTDIR)$(ZSHCOMPDIR)/_segfs
 	$(SEGFS) completion fish > $(DESTDIR)$(FISHCOMPDIR)/segfs.fish
@@ -147,13 +153,15 @@ uninstall:
 # unit in /usr/lib/systemd/system, zsh's vendor completions), packed by
 # nfpm (dist/nfpm.yaml).
 PKG_STAGE := $(BIN)/pkg-stage
-package: pkgtools
+package: nfpm build
 	rm -rf $(PKG_STAGE) $(PKGDIR)
 	$(MAKE) --no-print-directory install DESTDIR=$(PKG_STAGE) PREFIX=/usr UNITDIR=/usr/lib/systemd/system \
 		ZSHCOMPDIR=/usr/share/zsh/vendor-completions
-	mkdir -p $(PKGDIR)
+	mkdir -p $(PKGDIR) $(PKG_STAGE)/.pkg
+	install -m 0755 dist/pkg/preremove.sh dist/pkg/daemon-reload.sh $(PKG_STAGE)/.pkg/
+	touch -d @$(SOURCE_DATE_EPOCH) $(PKG_STAGE)/.pkg/*
 	cd $(PKG_STAGE) && for p in deb rpm; do \
-		VERSION=$(VERSION) $(NFPM) package --config $(CURDIR)/dist/nfpm.yaml --packager $$p --target $(PKGDIR)/ || exit 1; \
+		SEGFS_VERSION=$(SEGFS_VERSION) GOARCH=$$($(GO) env GOARCH) $(NFPM) package --config $(CURDIR)/dist/nfpm.yaml --packager $$p --target $(PKGDIR)/ || exit 1; \
 	done
 
 # The packages' own unit tests run in parallel; the end-to-end, fault and
@@ -164,7 +172,7 @@ package: pkgtools
 # .rpm here.
 export SEGFS_PKG_DIR := $(PKGDIR)
 
-test: deps build package
+test: deps pkgtools build package
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /tests/)
 	$(GO) test -race -count=1 -timeout 30m -p 1 ./tests/...
@@ -192,7 +200,7 @@ demo: base-deps build
 # clean keeps bin/versitygw, a pinned dependency that takes minutes to
 # build; distclean removes it too.
 clean:
-	rm -rf $(SEGFS) .cache
+	rm -rf $(SEGFS) $(PKGDIR) $(PKG_STAGE) .cache
 
 distclean: clean
 	rm -rf $(BIN)

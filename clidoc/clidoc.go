@@ -32,6 +32,9 @@ type Flag struct {
 	Default     string // "" if none
 	PlaceHolder string // what its value is called; "" for a boolean
 	Enum        []string
+	// Negation is the name of a boolean's negated form ("no-cache" for
+	// --no-cache), "" if it has none.
+	Negation string
 }
 
 // Arg is one positional argument.
@@ -64,6 +67,15 @@ func flags(in []*kong.Flag) []Flag {
 			continue
 		}
 		fl := Flag{Name: f.Name, Short: f.Short, Help: f.Help}
+		if f.Tag != nil && f.IsBool() {
+			switch neg := f.Tag.Negatable; neg {
+			case "":
+			case "_": // kong's mark for the default, --no-NAME
+				fl.Negation = "no-" + f.Name
+			default:
+				fl.Negation = neg
+			}
+		}
 		if f.HasDefault && !f.IsBool() {
 			fl.Default = f.Default
 		}

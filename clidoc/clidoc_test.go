@@ -21,6 +21,7 @@ type testCLI struct {
 		Layout   string `default:"plain" enum:"plain,snapshot" help:"How it is laid out."`
 		Fast     bool   `help:"Go fast; a \\backslash and .dot-led words."`
 		Secret   bool   `hidden:"" help:"Not shown."`
+		Prefetch bool   `default:"true" negatable:"" help:"Prefetch."`
 	} `cmd:"" help:"Mount it. Then serve."`
 	Status struct {
 		JSON bool `name:"json" help:"As JSON."`
@@ -60,8 +61,11 @@ func TestFromKong(t *testing.T) {
 	if f := byName["layout"]; f.Default != "plain" || strings.Join(f.Enum, ",") != "plain,snapshot" || f.PlaceHolder != "LAYOUT" {
 		t.Errorf("layout: %+v", f)
 	}
-	if f := byName["fast"]; f.TakesValue() || f.Default != "" {
+	if f := byName["fast"]; f.TakesValue() || f.Default != "" || f.Negation != "" {
 		t.Errorf("a boolean: %+v", f)
+	}
+	if f := byName["prefetch"]; f.Negation != "no-prefetch" {
+		t.Errorf("a negatable boolean: %+v", f)
 	}
 }
 
@@ -75,7 +79,7 @@ func TestMan(t *testing.T) {
 	}
 	page := b.String()
 	for _, want := range []string{`.TH TOOL 8 "2026\-12\-04" "tool v1"`, ".SH TOOL MOUNT", ".SH TOOL STATUS", `\fB\-\-cache\-dir\fR=\fIDIR\fR`,
-		`Default: plain.`, `.I SOURCE`, `[\fIDIR\fR]`, `\ebackslash`, `\fB\-\-log\-level\fR`, `tool \- does things`} {
+		`Default: plain.`, `.I SOURCE`, `[\fIDIR\fR]`, `\ebackslash`, `\fB\-\-log\-level\fR`, `tool \- does things`, `\fB\-\-prefetch\fR, \fB\-\-no\-prefetch\fR`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q:\n%s", want, page)
 		}
@@ -122,6 +126,7 @@ func TestBash(t *testing.T) {
 		{"tool --log-level debug st", "status"},
 		{"tool --log-level = info mount --fa", "--fast"},
 		{"tool status --j", "--json"},
+		{"tool mount --no-p", "--no-prefetch"},
 	} {
 		words := strings.Split(c.words, " ")
 		src := `source ` + script + `; COMP_WORDS=(` + quoteWords(words) + `); COMP_CWORD=` + itoa(len(words)-1) + `; _tool; echo "${COMPREPLY[*]}"`
@@ -129,6 +134,35 @@ func TestBash(t *testing.T) {
 		if got := strings.TrimSpace(string(out)); err != nil || !strings.HasPrefix(got, c.want) {
 			t.Errorf("%q: %q, %v; want it to start with %q", c.words, got, err, c.want)
 		}
+	}
+}
+
+// The zsh function finds the command past global flags and their
+// values, and hands _arguments the command's words.
+func TestZshCommandPastGlobals(t *testing.T) {
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		t.Skip("zsh is not installed")
+	}
+	var b bytes.Buffer
+	if err := model(t).Zsh(&b); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "_tool")
+	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The completion system's functions, stubbed to say how they were called.
+	script := `_describe() { print -r -- describe }
+_arguments() { print -r -- "args ${words[1]} $CURRENT" }
+_files() { : }
+words=(tool --log-level debug mo); CURRENT=4; source ` + p + `
+words=(tool --log-level=info mount --ca); CURRENT=4; source ` + p + `
+words=(tool mount --ca); CURRENT=3; source ` + p
+	out, err := exec.Command(zsh, "-f", "-c", script).CombinedOutput()
+	want := "describe\nargs tool 4\nargs mount 2\nargs mount 2\n"
+	if err != nil || string(out) != want {
+		t.Errorf("zsh: %v\n%s\nwant\n%s", err, out, want)
 	}
 }
 

@@ -79,14 +79,31 @@ func (c CLI) Zsh(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "\t)\n\tlocal -a globals\n\tglobals=(\n")
 	for _, f := range c.Globals {
-		fmt.Fprintf(bw, "\t\t%s\n", zshSpec(f))
+		for _, spec := range zshSpecs(f) {
+			fmt.Fprintf(bw, "\t\t%s\n", spec)
+		}
 	}
-	fmt.Fprintf(bw, "\t)\n\tif (( CURRENT == 2 )); then\n\t\t_describe -t commands command commands\n\t\t_arguments $globals\n\t\treturn\n\tfi\n")
-	fmt.Fprintf(bw, "\tlocal cmd=${words[2]}\n\tshift words\n\t(( CURRENT-- ))\n\tcase $cmd in\n")
+	// The command is the first word that is neither a flag nor a global
+	// flag's value; until it is typed, commands and globals complete.
+	var valued []string
+	for _, f := range c.Globals {
+		if f.TakesValue() {
+			valued = append(valued, "--"+f.Name)
+		}
+	}
+	fmt.Fprintf(bw, "\t)\n\tlocal i=2 cmd=\n\twhile (( i < CURRENT )); do\n\t\tcase ${words[i]} in\n")
+	if len(valued) > 0 {
+		fmt.Fprintf(bw, "\t\t%s) (( i += 2 )) ;;\n", strings.Join(valued, "|"))
+	}
+	fmt.Fprintf(bw, "\t\t-*) (( i++ )) ;;\n\t\t*) cmd=${words[i]}; break ;;\n\t\tesac\n\tdone\n")
+	fmt.Fprintf(bw, "\tif [[ -z $cmd ]]; then\n\t\t_describe -t commands command commands\n\t\t_arguments $globals\n\t\treturn\n\tfi\n")
+	fmt.Fprintf(bw, "\tshift $(( i - 1 )) words\n\t(( CURRENT -= i - 1 ))\n\tcase $cmd in\n")
 	for _, cmd := range c.Commands {
 		fmt.Fprintf(bw, "\t%s)\n\t\t_arguments -s $globals \\\n", cmd.Name)
 		for _, f := range cmd.Flags {
-			fmt.Fprintf(bw, "\t\t\t%s \\\n", zshSpec(f))
+			for _, spec := range zshSpecs(f) {
+				fmt.Fprintf(bw, "\t\t\t%s \\\n", spec)
+			}
 		}
 		fmt.Fprintf(bw, "\t\t\t'*:file:_files'\n\t\t;;\n")
 	}
@@ -120,6 +137,9 @@ func (c CLI) Fish(w io.Writer) error {
 
 func fishFlag(f Flag) string {
 	s := " -l " + f.Name
+	if f.Negation != "" {
+		s += " -l " + f.Negation
+	}
 	if f.Short != 0 {
 		s += " -s " + string(f.Short)
 	}
@@ -130,6 +150,15 @@ func fishFlag(f Flag) string {
 		}
 	}
 	return s + " -d " + fishQuote(firstSentence(f.Help))
+}
+
+// zshSpecs are f's _arguments specs: its own, and its negation's.
+func zshSpecs(f Flag) []string {
+	out := []string{zshSpec(f)}
+	if f.Negation != "" {
+		out = append(out, zshQuote("--"+f.Negation+"[turn off --"+f.Name+"]"))
+	}
+	return out
 }
 
 // zshSpec is f as an _arguments spec.
@@ -149,10 +178,14 @@ func zshSpec(f Flag) string {
 	return zshQuote(spec)
 }
 
+// flagWords are the flags' long forms, negations included.
 func flagWords(fs []Flag) []string {
 	var out []string
 	for _, f := range fs {
 		out = append(out, "--"+f.Name)
+		if f.Negation != "" {
+			out = append(out, "--"+f.Negation)
+		}
 	}
 	return out
 }

@@ -73,6 +73,9 @@ func manFlags(p func(string, ...any), flags []Flag) {
 	for _, f := range flags {
 		p(".TP")
 		head := `\fB\-\-` + roff(f.Name) + `\fR`
+		if f.Negation != "" {
+			head += `, \fB\-\-` + roff(f.Negation) + `\fR`
+		}
 		if f.Short != 0 {
 			head = `\fB\-` + roff(string(f.Short)) + `\fR, ` + head
 		}

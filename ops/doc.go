@@ -25,7 +25,8 @@ type Daemon struct {
 	Sched  *prefetch.Scheduler
 	Disk   *cache.Cache // nil when the command keeps no part cache
 	Root   *segfs.Root  // nil for a command without a tree (restore)
-	// Version is what `segfs --version` prints; Revision is the VCS
-	// commit (segfs_build_info's labels).
-	Version, Revision string
+	// Version is what `segfs --version` prints (the status report's);
+	// BuildVersion and Revision are the version alone and the VCS commit
+	// (segfs_build_info's labels).
+	Version, BuildVersion, Revision string
 }

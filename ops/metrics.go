@@ -39,7 +39,7 @@ func StartMetrics(addr, pprofAddr string, d Daemon, log *slog.Logger) (*Metrics,
 		counters:    d.counterStructs,
 		histograms:  []any{d.Store.Counters(), d.Reader.Stats(), d.Sched.Histograms()},
 		passthrough: d.Reader.Passthrough,
-		build:       [2]string{d.Version, d.Revision},
+		build:       [2]string{d.BuildVersion, d.Revision},
 	}
 	if d.Root != nil {
 		src.shards = d.Root.DirReads

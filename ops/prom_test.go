@@ -53,6 +53,7 @@ func TestPromNames(t *testing.T) {
 		counters:    func() []any { return []any{&fc, &rs, &es, sched.Stats(), cache.Stats{Bytes: 42}} },
 		histograms:  []any{&fc, &rs, sched.Histograms()},
 		passthrough: func() bool { return false },
+		build:       [2]string{"0.1.0+git1.abc", "abcdef"},
 	}
 	fams := scrape(t, src)
 	m := map[string]int64{}
@@ -121,6 +122,13 @@ func TestPromNames(t *testing.T) {
 		t.Errorf("segfs_fetch_queue_wait_seconds: %v, want one series per priority", q)
 	}
 	if fams["segfs_build_info"] == nil || fams["go_goroutines"] == nil {
-		t.Error("build info or Go runtime metrics missing")
+		t.Fatal("build info or Go runtime metrics missing")
+	}
+	labels := map[string]string{}
+	for _, l := range fams["segfs_build_info"].Metric[0].Label {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if labels["version"] != "0.1.0+git1.abc" || labels["revision"] != "abcdef" {
+		t.Errorf("segfs_build_info labels %v, want the version alone and the revision", labels)
 	}
 }

@@ -141,5 +141,5 @@ func (e *engine) Close() {
 func (e *engine) daemon(root *segfs.Root) ops.Daemon {
 	b := buildInfo()
 	return ops.Daemon{Store: e.store, Reader: e.rd, Sched: e.sched, Disk: e.disk, Root: root,
-		Version: versionString(), Revision: b.revision}
+		Version: versionString(), BuildVersion: b.version, Revision: b.revision}
 }

@@ -40,6 +40,15 @@ var packaged = map[string]os.FileMode{
 	"/usr/share/doc/segfs/examples/segfs.env.example": 0o644,
 }
 
+// packagedRPM is packaged with the zsh completion where Fedora's zsh
+// looks.
+func packagedRPM() map[string]os.FileMode {
+	m := maps.Clone(packaged)
+	delete(m, "/usr/share/zsh/vendor-completions/_segfs")
+	m["/usr/share/zsh/site-functions/_segfs"] = 0o644
+	return m
+}
+
 // needPackages returns the .deb and the .rpm that make package wrote to
 // $SEGFS_PKG_DIR, or skips (fails under make test) without them.
 func needPackages(t *testing.T) (deb, rpm string) {
@@ -108,8 +117,8 @@ func TestPackageContents(t *testing.T) {
 		perms, name, _ := strings.Cut(line, " ")
 		got[name] = permOf(t, perms)
 	}
-	if !maps.Equal(got, packaged) {
-		t.Errorf(".rpm files %v, want %v", got, packaged)
+	if want := packagedRPM(); !maps.Equal(got, want) {
+		t.Errorf(".rpm files %v, want %v", got, want)
 	}
 	if req := run(t, "rpm", "-qp", "--requires", rpmFile); !strings.Contains(req, "fuse3") {
 		t.Errorf("the .rpm does not require fuse3:\n%s", req)
@@ -254,8 +263,8 @@ func TestPackageInstall(t *testing.T) {
 	if os.Geteuid() != 0 {
 		harness.SkipOrFail(t, fmt.Errorf("installing a package needs root"))
 	}
-	if _, err := os.Stat("/sbin/mount.fuse3"); err != nil {
-		harness.SkipOrFail(t, fmt.Errorf("mount.fuse3 (fuse3) is not installed: %w", err))
+	if out, err := exec.Command("dpkg-query", "-W", "-f=${Status}", "fuse3").CombinedOutput(); err != nil || string(out) != "install ok installed" {
+		harness.SkipOrFail(t, fmt.Errorf("the fuse3 package, which segfs depends on, is not installed: %q %v", out, err))
 	}
 	if out, err := exec.Command("dpkg-query", "-W", "segfs").CombinedOutput(); err == nil {
 		t.Fatalf("a segfs package is installed already (%s): remove it first (dpkg --purge segfs)", bytes.TrimSpace(out))
@@ -277,12 +286,15 @@ func TestPackageInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	run(t, "dpkg", "-i", deb)
+	// Purged at the end whatever happens, even after a failed install
+	// (dpkg unpacks before it checks dependencies); purging a package
+	// that is not installed does nothing.
 	t.Cleanup(func() {
 		if out, err := exec.Command("dpkg", "--purge", "segfs").CombinedOutput(); err != nil {
 			t.Errorf("dpkg --purge segfs: %v\n%s", err, out)
 		}
 	})
+	run(t, "dpkg", "-i", deb)
 	if found := strings.TrimSpace(run(t, "env", "-u", "PATH", "/bin/sh", "-c", "command -v segfs")); found != "/usr/bin/segfs" {
 		t.Fatalf("a shell with the default PATH finds segfs at %q, not the package's /usr/bin/segfs", found)
 	}
@@ -374,7 +386,31 @@ exec mount "$2"`, "sh", fstab, dir}
 		})
 	}
 
+	// An instance enabled as systemctl enable leaves it: the removal
+	// disables it (the package's prerm), so no link is left to a unit
+	// that is gone.
+	wants := "/etc/systemd/system/multi-user.target.wants"
+	madeWants := false
+	if _, err := os.Stat(wants); err != nil {
+		if err := os.MkdirAll(wants, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		madeWants = true
+	}
+	link := filepath.Join(wants, "segfs@pkgtest.service")
+	if err := os.Symlink("/usr/lib/systemd/system/segfs@.service", link); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Remove(link)
+		if madeWants {
+			os.Remove(wants)
+		}
+	})
 	run(t, "dpkg", "--purge", "segfs")
+	if _, err := os.Lstat(link); err == nil {
+		t.Errorf("the enabled instance's link %s is left after dpkg --purge", link)
+	}
 	for name := range packaged {
 		if _, err := os.Lstat(name); err == nil {
 			t.Errorf("%s is left after dpkg --purge", name)
