@@ -9,6 +9,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/segfs/segfs/clidoc"
 	"github.com/segfs/segfs/daemon"
 	"github.com/segfs/segfs/prefetch"
 )
@@ -165,5 +166,35 @@ func TestHelperFormCheck(t *testing.T) {
 				t.Errorf("-o %s: error %q does not say %q", c.opts, err, s)
 			}
 		}
+	}
+}
+
+// docs/FLAGS.md, written by hand, names every flag of segfs mount that
+// --help shows, so that it does not fall behind the command line.
+func TestFlagsDocNamesEveryMountFlag(t *testing.T) {
+	var c cli
+	p, err := kong.New(&c, kong.Name("segfs"), kong.Vars{"version": "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "FLAGS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := clidoc.FromKong(p.Model)
+	found := false
+	for _, cmd := range model.Commands {
+		if cmd.Name != "mount" {
+			continue
+		}
+		found = true
+		for _, f := range cmd.Flags {
+			if !strings.Contains(string(doc), "`--"+f.Name) && !strings.Contains(string(doc), "`--[no-]"+f.Name) {
+				t.Errorf("docs/FLAGS.md does not name --%s", f.Name)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no mount command in the model")
 	}
 }
