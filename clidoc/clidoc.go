@@ -41,6 +41,7 @@ type Flag struct {
 type Arg struct {
 	Name, Help string
 	Optional   bool
+	Enum       []string // the values it may take; none for a path or a name
 }
 
 // FromKong reads a CLI from app, the model kong built. Hidden commands
@@ -53,7 +54,7 @@ func FromKong(app *kong.Application) CLI {
 		}
 		cmd := Command{Name: n.Name, Help: n.Help, Detail: n.Detail, Flags: flags(n.Flags)}
 		for _, p := range n.Positional {
-			cmd.Args = append(cmd.Args, Arg{Name: p.Name, Help: p.Help, Optional: !p.Required})
+			cmd.Args = append(cmd.Args, Arg{Name: p.Name, Help: p.Help, Optional: !p.Required, Enum: splitEnum(p.Enum)})
 		}
 		c.Commands = append(c.Commands, cmd)
 	}
@@ -88,12 +89,31 @@ func flags(in []*kong.Flag) []Flag {
 				fl.PlaceHolder = strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 			}
 		}
-		if f.Enum != "" {
-			for _, e := range strings.Split(f.Enum, ",") {
-				fl.Enum = append(fl.Enum, strings.TrimSpace(e))
-			}
-		}
+		fl.Enum = splitEnum(f.Enum)
 		out = append(out, fl)
+	}
+	return out
+}
+
+func splitEnum(enum string) []string {
+	var out []string
+	for _, e := range strings.Split(enum, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// argEnum is the values of the command's arguments when they are a
+// choice (each argument an enum); none when any is a path or a name.
+func (c Command) argEnum() []string {
+	var out []string
+	for _, a := range c.Args {
+		if len(a.Enum) == 0 {
+			return nil
+		}
+		out = append(out, a.Enum...)
 	}
 	return out
 }

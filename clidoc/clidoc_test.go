@@ -26,6 +26,9 @@ type testCLI struct {
 	Status struct {
 		JSON bool `name:"json" help:"As JSON."`
 	} `cmd:"" help:"Report."`
+	Completion struct {
+		Shell string `arg:"" enum:"bash,zsh" help:"The shell."`
+	} `cmd:"" help:"Print a script."`
 	Hidden struct{} `cmd:"" hidden:"" help:"Never shown."`
 }
 
@@ -41,8 +44,14 @@ func model(t *testing.T) CLI {
 
 func TestFromKong(t *testing.T) {
 	c := model(t)
-	if len(c.Commands) != 2 || c.Commands[0].Name != "mount" || c.Commands[1].Name != "status" {
-		t.Fatalf("commands %+v; want mount and status, not the hidden one", c.Commands)
+	if len(c.Commands) != 3 || c.Commands[0].Name != "mount" || c.Commands[1].Name != "status" || c.Commands[2].Name != "completion" {
+		t.Fatalf("commands %+v; want mount, status and completion, not the hidden one", c.Commands)
+	}
+	if e := c.Commands[2].argEnum(); strings.Join(e, " ") != "bash zsh" {
+		t.Errorf("completion's argument values %q", e)
+	}
+	if e := c.Commands[0].argEnum(); e != nil {
+		t.Errorf("mount's arguments are paths, not a choice: %q", e)
 	}
 	m := c.Commands[0]
 	if len(m.Args) != 2 || m.Args[0].Optional || !m.Args[1].Optional {
@@ -119,7 +128,7 @@ func TestBash(t *testing.T) {
 	}
 	for _, c := range []struct{ words, want string }{
 		{"tool mo", "mount"},
-		{"tool ", "mount status --help --log-level"},
+		{"tool ", "mount status completion --help --log-level"},
 		{"tool mount --cache", "--cache-dir"},
 		{"tool mount --layout sn", "snapshot"},
 		{"tool mount --layout = sn", "snapshot"},
@@ -127,6 +136,7 @@ func TestBash(t *testing.T) {
 		{"tool --log-level = info mount --fa", "--fast"},
 		{"tool status --j", "--json"},
 		{"tool mount --no-p", "--no-prefetch"},
+		{"tool completion z", "zsh"},
 	} {
 		words := strings.Split(c.words, " ")
 		src := `source ` + script + `; COMP_WORDS=(` + quoteWords(words) + `); COMP_CWORD=` + itoa(len(words)-1) + `; _tool; echo "${COMPREPLY[*]}"`

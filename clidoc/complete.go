@@ -57,12 +57,18 @@ func (c CLI) Bash(w io.Writer) error {
 	fmt.Fprintf(bw, "\tesac\n")
 	fmt.Fprintf(bw, "\tlocal globals=%s\n", zshQuote(strings.Join(flagWords(c.Globals), " ")))
 	fmt.Fprintf(bw, "\tif [[ -z \"$cmd\" ]]; then\n\t\tCOMPREPLY=($(compgen -W %s -- \"$cur\"))\n\t\treturn\n\tfi\n", zshQuote(strings.Join(append(cmds, flagWords(c.Globals)...), " ")))
-	fmt.Fprintf(bw, "\tlocal flags=\"\"\n\tcase \"$cmd\" in\n")
+	fmt.Fprintf(bw, "\tlocal flags=\"\" args=\"\"\n\tcase \"$cmd\" in\n")
 	for _, cmd := range c.Commands {
-		fmt.Fprintf(bw, "\t%s) flags=%s ;;\n", cmd.Name, zshQuote(strings.Join(flagWords(cmd.Flags), " ")))
+		fmt.Fprintf(bw, "\t%s) flags=%s", cmd.Name, zshQuote(strings.Join(flagWords(cmd.Flags), " ")))
+		if e := cmd.argEnum(); len(e) > 0 {
+			fmt.Fprintf(bw, "; args=%s", zshQuote(strings.Join(e, " ")))
+		}
+		fmt.Fprintf(bw, " ;;\n")
 	}
 	fmt.Fprintf(bw, "\tesac\n")
-	fmt.Fprintf(bw, "\tif [[ \"$cur\" == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W \"$flags $globals\" -- \"$cur\"))\n\telse\n\t\tCOMPREPLY=($(compgen -f -- \"$cur\"))\n\tfi\n}\n")
+	fmt.Fprintf(bw, "\tif [[ \"$cur\" == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W \"$flags $globals\" -- \"$cur\"))\n")
+	fmt.Fprintf(bw, "\telif [[ -n \"$args\" ]]; then\n\t\tCOMPREPLY=($(compgen -W \"$args\" -- \"$cur\"))\n")
+	fmt.Fprintf(bw, "\telse\n\t\tCOMPREPLY=($(compgen -f -- \"$cur\"))\n\tfi\n}\n")
 	fmt.Fprintf(bw, "complete -o filenames -F %s %s\n", fn, c.Name)
 	return bw.Flush()
 }
@@ -105,7 +111,11 @@ func (c CLI) Zsh(w io.Writer) error {
 				fmt.Fprintf(bw, "\t\t\t%s \\\n", spec)
 			}
 		}
-		fmt.Fprintf(bw, "\t\t\t'*:file:_files'\n\t\t;;\n")
+		if e := cmd.argEnum(); len(e) > 0 {
+			fmt.Fprintf(bw, "\t\t\t%s\n\t\t;;\n", zshQuote("*:value:("+strings.Join(e, " ")+")"))
+		} else {
+			fmt.Fprintf(bw, "\t\t\t'*:file:_files'\n\t\t;;\n")
+		}
 	}
 	fmt.Fprintf(bw, "\tesac\n}\n\n%s \"$@\"\n", fn)
 	return bw.Flush()
@@ -128,7 +138,9 @@ func (c CLI) Fish(w io.Writer) error {
 		for _, f := range cmd.Flags {
 			fmt.Fprintf(bw, "complete -c %s -n %s%s\n", c.Name, cond, fishFlag(f))
 		}
-		if len(cmd.Args) > 0 {
+		if e := cmd.argEnum(); len(e) > 0 {
+			fmt.Fprintf(bw, "complete -c %s -n %s -f -a %s\n", c.Name, cond, fishQuote(strings.Join(e, " ")))
+		} else if len(cmd.Args) > 0 {
 			fmt.Fprintf(bw, "complete -c %s -n %s -F\n", c.Name, cond)
 		}
 	}
