@@ -34,8 +34,11 @@ type partCall struct {
 	// fetched then set; neither changes after.
 	err     error
 	fetched bool
-	prio    prefetch.Priority // the highest priority asked for it; Demand: a reader waits on it
-	ranges  []*prefetch.Task  // the other ranges' tasks while a split fetch runs (split.go)
+	// failCounted: its failure holds its fill (fill.failing) until
+	// callEnded.
+	failCounted bool
+	prio        prefetch.Priority // the highest priority asked for it; Demand: a reader waits on it
+	ranges      []*prefetch.Task  // the other ranges' tasks while a split fetch runs (split.go)
 }
 
 // partFetches run the part calls: each fetch is a scheduler task that

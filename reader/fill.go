@@ -44,8 +44,13 @@ type fill struct {
 	// and skips it if it was already (prefetch.Fill.Once).
 	once bool
 
-	cur     *prefetch.Cursor
-	active  int  // INVARIANT: the calls in the part table whose fill is this one
+	cur    *prefetch.Cursor
+	active int // INVARIANT: the calls in the part table whose fill is this one
+	// failing counts its calls that failed and whose callEnded has not
+	// yet run (guarded by partTable.mu): while any has, the fill queues
+	// nothing, so that a window freed by fast failures is not refilled
+	// with parts of the object their callEnded is about to abandon.
+	failing int
 	pumping bool // a pump runs: others only ask it to go round again
 	again   bool
 }
@@ -201,6 +206,7 @@ func (c *cursors) callEnded(call *partCall) {
 		}
 		c.mu.Unlock()
 	}
+	c.parts.failureHandled(call)
 	c.pump(f)
 }
 

@@ -260,10 +260,25 @@ func (t *partTable) publish(call *partCall, data []byte, sums *cache.Sums, err e
 		call.buf.data, call.sums = data, sums
 	} else {
 		call.err = err
+		if call.fill != nil {
+			call.fill.failing++ // until its callEnded has moved the fill on
+			call.failCounted = true
+		}
 		t.removeLocked(call)
 	}
 	call.fetched = true
 	close(call.done)
+}
+
+// failureHandled ends the hold on call's fill that its failure put
+// (publish), once callEnded has abandoned its object.
+func (t *partTable) failureHandled(call *partCall) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if call.failCounted {
+		call.failCounted = false
+		call.fill.failing--
+	}
 }
 
 // finish removes a part's call from the in-flight map, gives its bytes
@@ -300,12 +315,13 @@ func (t *partTable) removeLocked(call *partCall) {
 	}
 }
 
-// room reports whether f may queue one more part: t is open and f has
-// fewer than window calls in flight.
+// room reports whether f may queue one more part: t is open, f has
+// fewer than window calls in flight, and none of its failed calls is
+// still to be handled (fill.failing).
 func (t *partTable) room(f *fill, window int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return !t.closed && f.active < window
+	return !t.closed && f.active < window && f.failing == 0
 }
 
 // idle reports whether f has no call in flight while t is open.
