@@ -89,8 +89,9 @@ func TestCheckLocal(t *testing.T) {
 	}
 }
 
-// The metadata's checksum must be the footer's.
-func TestCheckExpected(t *testing.T) {
+// oneFile is Local of a directory holding one intact Lucene file.
+func oneFile(t *testing.T) []File {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "_0.cfs"), luceneFile(10), 0o644); err != nil {
 		t.Fatal(err)
@@ -99,6 +100,12 @@ func TestCheckExpected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return files
+}
+
+// The metadata's checksum must be the footer's.
+func TestCheckExpected(t *testing.T) {
+	files := oneFile(t)
 	footer, err := lucene.CheckFile(luceneFile(10))
 	if err != nil {
 		t.Fatal(err)
@@ -120,14 +127,7 @@ func TestCheckExpected(t *testing.T) {
 
 // A run that is interrupted is an error, not results.
 func TestCheckInterrupted(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "_0.cfs"), luceneFile(10), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	files, err := Local(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := oneFile(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := Check(ctx, files, Config{Checkers: 1}); err == nil {

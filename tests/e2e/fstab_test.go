@@ -84,21 +84,29 @@ func needHelperEnv(t *testing.T) *helperEnv {
 	if err := os.Symlink(resolved, filepath.Join(e.binDir, "segfs")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(e.shared, 0o755); err != nil {
+	makeShared(t, e.shared)
+	return e
+}
+
+// makeShared makes dir, a new directory, a shared bind mount of itself
+// (undone at cleanup): a FUSE mount made below it in another mount
+// namespace shows in the test's.
+func makeShared(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount(e.shared, e.shared, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind %s: %v", e.shared, err)
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind %s: %v", dir, err)
 	}
 	t.Cleanup(func() {
-		if err := unix.Unmount(e.shared, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", e.shared, err)
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
-	if err := unix.Mount("", e.shared, "", unix.MS_SHARED, ""); err != nil {
-		t.Fatalf("make %s shared: %v", e.shared, err)
+	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatalf("make %s shared: %v", dir, err)
 	}
-	return e
 }
 
 // newMountpoint makes a directory in the shared mount and, at cleanup,

@@ -22,8 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/segfs/segfs/tests/harness"
 )
 
@@ -434,20 +432,7 @@ func sharedMountEnv(t *testing.T, bin string) *helperEnv {
 		}
 	}
 	e := &helperEnv{bin: bin, shared: filepath.Join(t.TempDir(), "shared")}
-	if err := os.Mkdir(e.shared, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(e.shared, e.shared, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("bind %s: %v", e.shared, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(e.shared, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", e.shared, err)
-		}
-	})
-	if err := unix.Mount("", e.shared, "", unix.MS_SHARED, ""); err != nil {
-		t.Fatalf("make %s shared: %v", e.shared, err)
-	}
+	makeShared(t, e.shared)
 	return e
 }
 
