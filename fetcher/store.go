@@ -67,8 +67,11 @@ type ProgressReader interface {
 // sums each block as it arrives). A store that cannot tell calls progress(len(p)) once,
 // after a successful read. progress runs on the caller's goroutine, in
 // the middle of the read: it must be quick and must not call the store.
-// After an error p's contents are unspecified, as with ReadRange, and
-// whatever progress computed must be dropped.
+// After an error the bytes of p past the last n reported are
+// unspecified, and whatever progress computed over the whole of p must
+// be dropped; p[:n] still holds bytes of obj's version (a response
+// validated against obj.ETag delivered them), which a caller may have
+// served already: a read answered from a range fetch in flight is.
 func ReadRangeProgress(ctx context.Context, store Store, obj Object, off int64, p []byte, progress func(filled int)) error {
 	if pr, ok := store.(ProgressReader); ok {
 		return pr.ReadRangeProgress(ctx, obj, off, p, progress)

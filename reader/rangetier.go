@@ -203,6 +203,79 @@ type rangeFetch struct {
 	done   chan struct{} // closed once blocks is set, or the fetch failed
 	blocks [][]byte      // the blocks' bytes, b0 first; nil if it failed
 	task   *prefetch.Task
+
+	// The bytes as they arrive, so that a read of the first blocks of a
+	// wide fetch is answered before its last ones are in: an open reads
+	// a few KiB of a head fetched a MiB wide. arrival is a leaf lock.
+	arrival sync.Mutex
+	buf     []byte        // the GET's buffer, set when the task starts
+	filled  int           // INVARIANT: buf[:filled] holds the object's bytes of the fetch's version, final
+	waiters []arrivalWait // reads waiting for more of buf to be filled
+}
+
+// arrivalWait is a read waiting until a range fetch has filled need
+// bytes of its buffer.
+type arrivalWait struct {
+	need int
+	ch   chan struct{}
+}
+
+// start records the fetch's buffer, before its GET.
+func (f *rangeFetch) start(buf []byte) {
+	f.arrival.Lock()
+	f.buf = buf
+	f.arrival.Unlock()
+}
+
+// arrived is the GET's progress: buf[:n] is final. It wakes the reads
+// that wait for no more than that.
+func (f *rangeFetch) arrived(n int) {
+	f.arrival.Lock()
+	defer f.arrival.Unlock()
+	f.filled = n
+	kept := f.waiters[:0]
+	for _, w := range f.waiters {
+		if w.need <= n {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(f.waiters[len(kept):])
+	f.waiters = kept
+}
+
+// prefix returns the fetch's first need bytes once they have arrived,
+// waiting for them or for the fetch's end, whichever comes first, and
+// whether the read had to wait. It returns nil if the fetch ended
+// without them (it failed), and ctx's error if ctx ended first.
+func (f *rangeFetch) prefix(ctx context.Context, need int) ([]byte, bool, error) {
+	f.arrival.Lock()
+	if f.buf != nil && f.filled >= need {
+		b := f.buf[:need]
+		f.arrival.Unlock()
+		return b, false, nil
+	}
+	w := arrivalWait{need: need, ch: make(chan struct{})}
+	f.waiters = append(f.waiters, w)
+	f.arrival.Unlock()
+	select {
+	case <-w.ch:
+		f.arrival.Lock()
+		b := f.buf[:need]
+		f.arrival.Unlock()
+		return b, true, nil
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	}
+	if f.blocks == nil {
+		return nil, true, nil
+	}
+	f.arrival.Lock()
+	b := f.buf[:need]
+	f.arrival.Unlock()
+	return b, true, nil
 }
 
 func newRangeTier(r *Reader) *rangeTier {
@@ -350,8 +423,9 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 	lo, hi := f.b0*RangeBlock, min((f.b1+1)*RangeBlock, obj.Size)
 	start := time.Now()
 	buf := make([]byte, hi-lo)
+	f.start(buf)
 	err := guard(fmt.Sprintf("fetch %s [%d,%d) for the range tier", obj.Key, lo, hi), func() error {
-		return rt.store.ReadRange(ctx, obj, lo, buf)
+		return fetcher.ReadRangeProgress(ctx, rt.store, obj, lo, buf, f.arrived)
 	})
 	// One line per GET, failed or not: the bench's plain client fetches
 	// what these name.
@@ -568,36 +642,40 @@ func (rt *rangeTier) read(ctx context.Context, k partKey, p []byte, off int64) (
 // readAt fills p with the bytes of the object at a from the range tier,
 // and reports whether it did: every block they span is held, or being
 // fetched by a range fetch, which the read then waits for (raised to
-// demand), not for a part fetch or a GET of its own. It reports false
-// when a block is neither, or its fetch failed; an error only when ctx
-// ends while it waits.
+// demand), not for a part fetch or a GET of its own; only until the
+// fetch has the bytes the read needs, not until it ends. It reports
+// false when a block is neither, or its fetch failed first; an error
+// only when ctx ends while it waits.
 func (rt *rangeTier) readAt(ctx context.Context, obj objKey, p []byte, a int64) (bool, error) {
 	if len(p) == 0 {
 		return false, nil
 	}
 	end := a + int64(len(p))
 	b0, b1 := a/RangeBlock, (end-1)/RangeBlock
-	var from []*rangeFetch // by block from b0: the fetch it waits for, or nil
-	var waits []*rangeFetch
+	var from []*joined // by block from b0: the fetch it is read from, or nil
+	var joins []*joined
 	for b := b0; b <= b1; b++ {
 		bk := partKey{obj: obj, idx: b}
 		f, inMemory := rt.holder(bk)
 		if f == nil && !inMemory && rt.diskLevel(bk) < 0 {
 			return false, nil
 		}
-		if f != nil && (len(waits) == 0 || waits[len(waits)-1] != f) {
-			waits = append(waits, f)
+		if f == nil {
+			continue
 		}
-		if f != nil && from == nil {
-			from = make([]*rangeFetch, b1-b0+1)
+		if from == nil {
+			from = make([]*joined, b1-b0+1)
 		}
-		if f != nil {
-			from[b-b0] = f
+		if len(joins) == 0 || joins[len(joins)-1].f != f {
+			joins = append(joins, &joined{f: f})
 		}
+		j := joins[len(joins)-1]
+		j.need = int(min(end, (b+1)*RangeBlock) - f.b0*RangeBlock)
+		from[b-b0] = j
 	}
-	if len(waits) > 0 {
-		if err := rt.wait(ctx, waits); err != nil {
-			return false, err
+	if len(joins) > 0 {
+		if ok, err := rt.wait(ctx, joins); !ok || err != nil {
+			return false, err // a fetch failed: the read goes on to the part tiers
 		}
 	}
 	fetched := func(b int64) bool { return from != nil && from[b-b0] != nil }
@@ -606,11 +684,8 @@ func (rt *rangeTier) readAt(ctx context.Context, obj objKey, p []byte, a int64) 
 		lo, hi := max(a, b*RangeBlock), min(end, (b+1)*RangeBlock)
 		dst := p[lo-a : hi-a]
 		if fetched(b) {
-			f := from[b-b0]
-			if f.blocks == nil {
-				return false, nil // the fetch failed: the read goes on to the part tiers
-			}
-			copy(dst, f.blocks[b-f.b0][lo-b*RangeBlock:])
+			j := from[b-b0]
+			copy(dst, j.data[lo-j.f.b0*RangeBlock:])
 			b++
 			continue
 		}
@@ -642,36 +717,53 @@ func (rt *rangeTier) readAt(ctx context.Context, obj objKey, p []byte, a int64) 
 	return true, nil
 }
 
-// wait raises the fetches a read needs to demand and waits for them.
-func (rt *rangeTier) wait(ctx context.Context, fetches []*rangeFetch) error {
+// joined is a range fetch a read takes bytes from: the first need bytes
+// of the fetch's buffer, data once they have arrived.
+type joined struct {
+	f    *rangeFetch
+	need int
+	data []byte
+}
+
+// wait raises the fetches a read needs to demand and waits until each
+// has the bytes the read needs. It reports false if a fetch ended
+// without them.
+func (rt *rangeTier) wait(ctx context.Context, joins []*joined) (bool, error) {
 	rt.stats.RangeTierJoins.Add(1)
-	waited := false
-	for _, f := range fetches {
+	for _, j := range joins {
 		rt.mu.Lock()
-		task := f.task
+		task := j.f.task
 		rt.mu.Unlock()
 		if task != nil {
 			rt.sched.Raise(task, prefetch.Demand)
 		}
 	}
-	for _, f := range fetches {
-		select {
-		case <-f.done:
-		default:
-			waited = true
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+	waited, early := false, false
+	for _, j := range joins {
+		data, w, err := j.f.prefix(ctx, j.need)
+		if err != nil {
+			return false, err
 		}
+		if data == nil {
+			return false, nil
+		}
+		j.data = data
+		waited = waited || w
+		select {
+		case <-j.f.done:
+		default:
+			early = true
+		}
+	}
+	if early {
+		rt.stats.RangeTierEarly.Add(1)
 	}
 	if waited {
 		markTier(ctx, TierRemote)
 	} else {
 		markTier(ctx, TierMemory)
 	}
-	return nil
+	return true, nil
 }
 
 // SeenDir runs the policies' Seen plans for dir the first time it is

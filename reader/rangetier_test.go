@@ -3,6 +3,8 @@ package reader
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/segfs/segfs/cache"
+	"github.com/segfs/segfs/fetcher"
 	"github.com/segfs/segfs/prefetch"
 )
 
@@ -438,5 +441,103 @@ func TestRangeTierMemoryEntries(t *testing.T) {
 	rt.keepFetch(obj, 20, span(20, 6)) // larger than the bound: not kept
 	if has(20) || rt.bytes > 5*RangeBlock {
 		t.Errorf("an entry over the bound kept: %v, %d bytes", has(20), rt.bytes)
+	}
+}
+
+// halfStore delivers every range in two halves: the first at once, as
+// progress, the second once gate is closed (then fail, if set, instead).
+type halfStore struct {
+	*memStore
+	gate chan struct{}
+	fail error
+}
+
+func (s *halfStore) ReadRangeProgress(ctx context.Context, obj fetcher.Object, off int64, p []byte, progress func(int)) error {
+	all := make([]byte, len(p))
+	if err := s.memStore.ReadRange(ctx, obj, off, all); err != nil {
+		return err
+	}
+	half := len(p) / 2
+	copy(p, all[:half])
+	progress(half)
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if s.fail != nil {
+		return s.fail
+	}
+	copy(p[half:], all[half:])
+	progress(len(p))
+	return nil
+}
+
+// A read of bytes a range fetch has already received is answered from
+// them while the rest of the fetch is still on its way; a read of bytes
+// not yet in waits for them. If the fetch then fails, the bytes served
+// were right, and a later read of the rest goes on to the part tiers.
+func TestReadServedAsTheRangeArrives(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			mem, files, dir, cdir := rangeTierTest(t)
+			big := dir.Files[0]
+			store := &halfStore{memStore: mem, gate: make(chan struct{})}
+			if fail {
+				store.fail = errors.New("connection reset")
+			}
+			r := newTestReader(t, store, openCacheAt(t, cdir), 4, Config{Source: "test", PartSize: 1 << 20, Prefetch: prefetch.None, SegmentPrefetch: true})
+			h := r.Open(Entry{Name: "_0.fdt", Obj: big}, Place{dir, 0}, true) // sees the directory: the head's fetch starts
+			defer h.Close()
+			head := max(prefetch.DefaultKernel.Readahead, prefetch.LuceneHead)
+			waitFor(t, func() bool { return mem.inflight.Load() == 0 && mem.calls.Load() == 3 })
+			calls := mem.calls.Load()
+
+			// Bounded only so that a read waiting for the whole fetch fails
+			// the test rather than hangs it: the gate is still shut.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			data, release, err := h.Read(ctx, make([]byte, 4096), 100)
+			if err != nil || !bytes.Equal(data, files["_0.fdt"][100:4196]) {
+				t.Fatalf("read of the head's first bytes: %v, or wrong bytes", err)
+			}
+			if release != nil {
+				release()
+			}
+			if got := r.Stats().RangeTierEarly.Load(); got != 1 {
+				t.Errorf("RangeTierEarly %d, want 1: the read waited for the whole fetch", got)
+			}
+
+			type result struct {
+				data []byte
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				data, release, err := h.Read(context.Background(), make([]byte, 4096), head-4096)
+				if release != nil {
+					defer release()
+				}
+				done <- result{bytes.Clone(data), err}
+			}()
+			waitFor(t, func() bool { return r.Stats().RangeTierJoins.Load() == 2 })
+			select {
+			case res := <-done:
+				t.Fatalf("a read of bytes not yet received returned: %v", res.err)
+			default:
+			}
+			close(store.gate)
+			res := <-done
+			if res.err != nil || !bytes.Equal(res.data, files["_0.fdt"][head-4096:head]) {
+				t.Fatalf("read of the head's last bytes: %v, or wrong bytes", res.err)
+			}
+			n := mem.calls.Load() - calls
+			if !fail && n != 0 {
+				t.Errorf("%d GETs after the fetch; want 0", n)
+			}
+			if fail && n == 0 {
+				t.Error("no GET after the range fetch failed: the read was answered from its unfinished bytes")
+			}
+		})
 	}
 }

@@ -49,6 +49,7 @@ type Stats struct {
 	RangesPrefetched  atomic.Int64 `stat:"ranges_prefetched"`                // range fetches started for the range tier
 	RangeTierHits     atomic.Int64 `stat:"range_tier_hits"`                  // part reads served by the range tier
 	RangeTierJoins    atomic.Int64 `stat:"range_tier_joins"`                 // of them, reads that joined range fetches in flight
+	RangeTierEarly    atomic.Int64 `stat:"range_tier_early"`                 // of the joins, reads answered before their fetch ended, its first bytes in
 	RangeTierBytes    atomic.Int64 `stat:"range_tier_bytes"`                 // bytes fetched into the range tier
 	ProfileLoaded     atomic.Int64 `stat:"open_profile_loaded" kind:"gauge"` // 1 if the cache held a learned open profile at the start
 	ProfileRanges     atomic.Int64 `stat:"open_profile_ranges"`              // open ranges a learned profile widened
