@@ -31,7 +31,9 @@
 //   - calls.go: the part fetches (partFetches): single-flight calls run
 //     on the scheduler, the writers that store fetched parts, and their
 //     hand-off to the memory tier or a stream; split.go: one part
-//     fetched as several GETs when workers are idle.
+//     fetched as several GETs when workers are idle; arrival.go: the
+//     bytes of a fetch in flight (part or range) as they come in, which
+//     a joining read takes without waiting for the fetch's end.
 //   - ranges.go: range GETs of cold small reads, under their own lock.
 //   - cursors.go: the cursors over objects, under their own lock:
 //     stream.go follows a sequential reader, fill.go runs the
@@ -83,7 +85,8 @@
 // into the engine while holding its own lock. FrameReader.mu, the
 // decode budget's lock and rangeTier.mu take no other lock of the
 // engine (the tier's deferred fills start after rangeTier.mu is
-// released). The disk cache is only called with neither cursors.mu
+// released). arrival.mu (one per fetch in flight) is a leaf: it is
+// taken under no other lock and takes none. The disk cache is only called with neither cursors.mu
 // nor partTable.mu held. The Reader itself has no lock: it is the
 // façade over these parts.
 package reader

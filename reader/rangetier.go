@@ -204,78 +204,9 @@ type rangeFetch struct {
 	blocks [][]byte      // the blocks' bytes, b0 first; nil if it failed
 	task   *prefetch.Task
 
-	// The bytes as they arrive, so that a read of the first blocks of a
-	// wide fetch is answered before its last ones are in: an open reads
-	// a few KiB of a head fetched a MiB wide. arrival is a leaf lock.
-	arrival sync.Mutex
-	buf     []byte        // the GET's buffer, set when the task starts
-	filled  int           // INVARIANT: buf[:filled] holds the object's bytes of the fetch's version, final
-	waiters []arrivalWait // reads waiting for more of buf to be filled
-}
-
-// arrivalWait is a read waiting until a range fetch has filled need
-// bytes of its buffer.
-type arrivalWait struct {
-	need int
-	ch   chan struct{}
-}
-
-// start records the fetch's buffer, before its GET.
-func (f *rangeFetch) start(buf []byte) {
-	f.arrival.Lock()
-	f.buf = buf
-	f.arrival.Unlock()
-}
-
-// arrived is the GET's progress: buf[:n] is final. It wakes the reads
-// that wait for no more than that.
-func (f *rangeFetch) arrived(n int) {
-	f.arrival.Lock()
-	defer f.arrival.Unlock()
-	f.filled = n
-	kept := f.waiters[:0]
-	for _, w := range f.waiters {
-		if w.need <= n {
-			close(w.ch)
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	clear(f.waiters[len(kept):])
-	f.waiters = kept
-}
-
-// prefix returns the fetch's first need bytes once they have arrived,
-// waiting for them or for the fetch's end, whichever comes first, and
-// whether the read had to wait. It returns nil if the fetch ended
-// without them (it failed), and ctx's error if ctx ended first.
-func (f *rangeFetch) prefix(ctx context.Context, need int) ([]byte, bool, error) {
-	f.arrival.Lock()
-	if f.buf != nil && f.filled >= need {
-		b := f.buf[:need]
-		f.arrival.Unlock()
-		return b, false, nil
-	}
-	w := arrivalWait{need: need, ch: make(chan struct{})}
-	f.waiters = append(f.waiters, w)
-	f.arrival.Unlock()
-	select {
-	case <-w.ch:
-		f.arrival.Lock()
-		b := f.buf[:need]
-		f.arrival.Unlock()
-		return b, true, nil
-	case <-f.done:
-	case <-ctx.Done():
-		return nil, true, ctx.Err()
-	}
-	if f.blocks == nil {
-		return nil, true, nil
-	}
-	f.arrival.Lock()
-	b := f.buf[:need]
-	f.arrival.Unlock()
-	return b, true, nil
+	// arr is the GET's bytes as they come in: a read of the first
+	// blocks of a wide fetch is answered before its last ones are in.
+	arr arrival
 }
 
 func newRangeTier(r *Reader) *rangeTier {
@@ -423,9 +354,9 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 	lo, hi := f.b0*RangeBlock, min((f.b1+1)*RangeBlock, obj.Size)
 	start := time.Now()
 	buf := make([]byte, hi-lo)
-	f.start(buf)
+	f.arr.start(buf)
 	err := guard(fmt.Sprintf("fetch %s [%d,%d) for the range tier", obj.Key, lo, hi), func() error {
-		return fetcher.ReadRangeProgress(ctx, rt.store, obj, lo, buf, f.arrived)
+		return fetcher.ReadRangeProgress(ctx, rt.store, obj, lo, buf, f.arr.filled)
 	})
 	// One line per GET, failed or not: the bench's plain client fetches
 	// what these name.
@@ -435,6 +366,7 @@ func (rt *rangeTier) fetchBlocks(ctx context.Context, obj fetcher.Object, f *ran
 		err = ErrClosed // nothing is stored after Close
 	default:
 	}
+	f.arr.end(err == nil) // the tier's buffers are not recycled
 	var blocks [][]byte
 	if err == nil {
 		rt.stats.RangeTierBytes.Add(int64(len(buf)))
@@ -740,20 +672,16 @@ func (rt *rangeTier) wait(ctx context.Context, joins []*joined) (bool, error) {
 	}
 	waited, early := false, false
 	for _, j := range joins {
-		data, w, err := j.f.prefix(ctx, j.need)
+		got, err := j.f.arr.take(ctx, 0, j.need, j.f.done)
 		if err != nil {
 			return false, err
 		}
-		if data == nil {
-			return false, nil
+		if got.data == nil {
+			return false, nil // it failed
 		}
-		j.data = data
-		waited = waited || w
-		select {
-		case <-j.f.done:
-		default:
-			early = true
-		}
+		j.data = got.data
+		waited = waited || got.waited
+		early = early || got.early
 	}
 	if early {
 		rt.stats.RangeTierEarly.Add(1)
