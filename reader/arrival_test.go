@@ -108,16 +108,10 @@ func TestPartReadServedAsItArrives(t *testing.T) {
 				t.Errorf("EarlyReads %d, want 2", got)
 			}
 
-			type result struct {
-				data []byte
-				err  error
-			}
-			done := make(chan result, 1)
-			go func() {
+			done := goRead(func() ([]byte, error) {
 				var seq prefetch.Sequence
-				b, err := r.ReadAt(context.Background(), obj, make([]byte, n), 1<<20-n, &seq)
-				done <- result{b, err}
-			}()
+				return r.ReadAt(context.Background(), obj, make([]byte, n), 1<<20-n, &seq)
+			})
 			waitFor(t, func() bool { return r.Stats().Joins.Load() == 2 }) // the lent read's, and this one's
 			select {
 			case res := <-done:

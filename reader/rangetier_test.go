@@ -167,18 +167,7 @@ func TestReadJoinsTheRangeFetchInFlight(t *testing.T) {
 	defer h.Close()
 	waitFor(t, func() bool { return store.inflight.Load() == 3 })
 	calls := store.calls.Load()
-	type result struct {
-		data []byte
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		data, release, err := h.Read(context.Background(), make([]byte, 64<<10), big.Size-64<<10)
-		if release != nil {
-			defer release()
-		}
-		done <- result{bytes.Clone(data), err}
-	}()
+	done := goRead(func() ([]byte, error) { return handleRead(h, 64<<10, big.Size-64<<10) })
 	waitFor(t, func() bool { return r.Stats().RangeTierJoins.Load() == 1 })
 	close(store.gate)
 	res := <-done
@@ -444,6 +433,32 @@ func TestRangeTierMemoryEntries(t *testing.T) {
 	}
 }
 
+// readResult is what a read run by goRead returned.
+type readResult struct {
+	data []byte
+	err  error
+}
+
+// goRead runs read on a goroutine of its own; its result comes on the
+// channel returned.
+func goRead(read func() ([]byte, error)) <-chan readResult {
+	ch := make(chan readResult, 1)
+	go func() {
+		b, err := read()
+		ch <- readResult{b, err}
+	}()
+	return ch
+}
+
+// handleRead reads n bytes at off through h and returns a copy of them.
+func handleRead(h *Handle, n int, off int64) ([]byte, error) {
+	data, release, err := h.Read(context.Background(), make([]byte, n), off)
+	if release != nil {
+		defer release()
+	}
+	return bytes.Clone(data), err
+}
+
 // halfStore delivers every range in two halves: the first at once, as
 // progress, the second once gate is closed; then fail, if set, instead,
 // for the ranges that waited at the gate (those asked for before it
@@ -516,18 +531,7 @@ func TestReadServedAsTheRangeArrives(t *testing.T) {
 				t.Errorf("RangeTierEarly %d, want 1: the read waited for the whole fetch", got)
 			}
 
-			type result struct {
-				data []byte
-				err  error
-			}
-			done := make(chan result, 1)
-			go func() {
-				data, release, err := h.Read(context.Background(), make([]byte, 4096), head-4096)
-				if release != nil {
-					defer release()
-				}
-				done <- result{bytes.Clone(data), err}
-			}()
+			done := goRead(func() ([]byte, error) { return handleRead(h, 4096, head-4096) })
 			waitFor(t, func() bool { return r.Stats().RangeTierJoins.Load() == 2 })
 			select {
 			case res := <-done:
