@@ -7,19 +7,13 @@ package reader
 //   - the part's fetch, from the call's creation until the part is
 //     stored (partTable.finish) or the call fails;
 //   - each reader waiting on the call or copying from its bytes
-//     (joinLocked, then wait or a borrowed reply's release), also from
-//     bytes of a fetch still in flight (arrival.go), while data is
-//     still nil;
+//     (joinLocked, then wait or a borrowed reply's release);
 //   - the memory tier, while it keeps the part (memtier.go);
 //   - a stream's window, while it holds the part (held.go).
 //
 // INVARIANT: data is nil until a fetch publishes its bytes, and from
 // then on is never written; refs > 0 while data is not nil; when refs
-// drops to 0 the buffer is recycled and data is nil again. A fetch
-// that fails never publishes: its buffer goes back to the pool at once
-// unless a reader took bytes of it while it ran (arrival.end), and is
-// then left to the collector, as refs no longer tell when the last of
-// them lets go.
+// drops to 0 the buffer is recycled and data is nil again.
 type partBuf struct {
 	data []byte
 	refs int

@@ -21,7 +21,6 @@ type partCall struct {
 	// Constant after creation.
 	key   partKey
 	obj   fetcher.Object
-	n     int64  // the part's length
 	group string // the scheduler group it was queued in
 	done  chan struct{}
 	gone  chan struct{} // closed when it leaves the in-flight map: stored, kept, dropped or failed
@@ -40,10 +39,6 @@ type partCall struct {
 	failCounted bool
 	prio        prefetch.Priority // the highest priority asked for it; Demand: a reader waits on it
 	ranges      []*prefetch.Task  // the other ranges' tasks while a split fetch runs (split.go)
-
-	// arr is the fetch's bytes as they come in: a reader of the call
-	// takes its bytes once they are in, before the part is published.
-	arr arrival
 }
 
 // partFetches run the part calls: each fetch is a scheduler task that
@@ -128,7 +123,7 @@ func (pf *partFetches) newCall(group string, obj fetcher.Object, idx int64, prio
 		}
 		return nil
 	}
-	call := &partCall{key: k, obj: obj, n: pf.cfg.partLen(obj, idx), group: group, done: make(chan struct{}), gone: make(chan struct{}),
+	call := &partCall{key: k, obj: obj, group: group, done: make(chan struct{}), gone: make(chan struct{}),
 		buf: &partBuf{refs: 1}, prio: prio, fill: f}
 	if !pf.parts.insert(call, join) {
 		return nil // closed, or lost a race to another reader, who started it
@@ -153,16 +148,12 @@ func (pf *partFetches) newCall(group string, obj fetcher.Object, idx int64, prio
 // wait for the disk: it goes on to the next fetch unless every writer is
 // busy.
 func (pf *partFetches) runFetch(ctx context.Context, call *partCall) {
-	n := call.n
+	n := pf.cfg.partLen(call.obj, call.key.idx)
 	buf := pf.parts.getBuf(n)
 	sums := pf.cache.NewSums(buf)
-	call.arr.start(buf)
-	progress := call.arr.filled
+	var progress func(int)
 	if sums != nil {
-		progress = func(n int) {
-			sums.Filled(n)
-			call.arr.filled(n)
-		}
+		progress = sums.Filled
 	}
 	start := time.Now()
 	pf.parts.receiving.Add(1)
@@ -170,7 +161,6 @@ func (pf *partFetches) runFetch(ctx context.Context, call *partCall) {
 		return pf.fetchPart(ctx, call, buf, sums, progress)
 	})
 	pf.parts.receiving.Add(-1)
-	took := call.arr.end(err == nil)
 	pf.stats.FetchNanos.Add(int64(time.Since(start)))
 	if err != nil {
 		pf.stats.FetchErrors.Add(1)
@@ -182,9 +172,7 @@ func (pf *partFetches) runFetch(ctx context.Context, call *partCall) {
 	pf.r.hooks.published(call)
 
 	if err != nil {
-		if !took {
-			pf.parts.putBuf(buf) // never published, no reader took bytes of it
-		}
+		pf.parts.putBuf(buf) // never published: no reader has it
 		pf.finishCall(call, false)
 		return
 	}

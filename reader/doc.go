@@ -31,9 +31,7 @@
 //   - calls.go: the part fetches (partFetches): single-flight calls run
 //     on the scheduler, the writers that store fetched parts, and their
 //     hand-off to the memory tier or a stream; split.go: one part
-//     fetched as several GETs when workers are idle; arrival.go: the
-//     bytes of a fetch in flight (part or range) as they come in, which
-//     a joining read takes without waiting for the fetch's end.
+//     fetched as several GETs when workers are idle.
 //   - ranges.go: range GETs of cold small reads, under their own lock.
 //   - cursors.go: the cursors over objects, under their own lock:
 //     stream.go follows a sequential reader, fill.go runs the
@@ -41,7 +39,8 @@
 //   - rangetier.go: the range tier, the heads and tails of an index's
 //     files fetched ahead when its directory is first seen, as wide as
 //     the kernel reads them; a read it covers is answered from it, or
-//     waits for its fetch in flight, before any part tier.
+//     waits for its fetch in flight, before any part tier: until its
+//     bytes are in (arrival.go), not until the fetch ends.
 //   - warm.go: segfs warm; whole.go: promotion to whole-object files for
 //     passthrough opens (promoter); profile.go: the learned open profile
 //     (learner); keys.go: the disk cache's keys.
@@ -85,8 +84,8 @@
 // into the engine while holding its own lock. FrameReader.mu, the
 // decode budget's lock and rangeTier.mu take no other lock of the
 // engine (the tier's deferred fills start after rangeTier.mu is
-// released). arrival.mu (one per fetch in flight) is a leaf: it is
-// taken under no other lock and takes none. The disk cache is only called with neither cursors.mu
+// released). arrival.mu (one per range fetch in flight) is a leaf: it
+// is taken under no other lock and takes none. The disk cache is only called with neither cursors.mu
 // nor partTable.mu held. The Reader itself has no lock: it is the
 // façade over these parts.
 package reader

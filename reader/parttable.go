@@ -227,55 +227,26 @@ func (t *partTable) raiseJoined(tasks []*prefetch.Task) {
 	}
 }
 
-// wait waits for call's bytes at off, len(p) of them or up to the
-// part's end, and copies them into p: from its buffer once they are in
-// (arrival), or from what the fetch published. The caller holds one of
-// the call's buffer refs, which wait releases.
+// wait waits for call and copies its bytes at off into p. The caller
+// holds one of the call's buffer refs, which wait releases.
 func (t *partTable) wait(ctx context.Context, call *partCall, p []byte, off int64) error {
-	hi := off + min(int64(len(p)), call.n-off)
-	got, err := call.arr.take(ctx, int(off), int(hi), call.done)
-	if err != nil {
-		t.release(call.buf)
-		return err
+	if waited(call.done) {
+		markTier(ctx, TierRemote)
+	} else {
+		markTier(ctx, TierHeld) // fetched, not yet stored: in its buffer
 	}
-	if got.data != nil {
-		copy(p, got.data)
-		t.release(call.buf)
-		t.countEarly(got)
-		markTier(ctx, arrivedTier(got.waited))
-		return nil
-	}
-	// Held: fetched, not yet stored, in its buffer.
-	markTier(ctx, arrivedTier(got.waited || waited(call.done)))
 	select {
 	case <-call.done:
 	case <-ctx.Done():
 		t.release(call.buf)
 		return ctx.Err()
 	}
-	err = call.err
+	err := call.err
 	if err == nil {
 		copy(p, call.buf.data[off:])
 	}
 	t.release(call.buf)
 	return err
-}
-
-// countEarly counts a read answered from a fetch's buffer before the
-// fetch ended.
-func (t *partTable) countEarly(got taken) {
-	if got.early {
-		t.stats.EarlyReads.Add(1)
-	}
-}
-
-// arrivedTier is the tier of a read answered from a fetch's buffer:
-// remote if it waited for the bytes, held if they were in.
-func arrivedTier(waited bool) Tier {
-	if waited {
-		return TierRemote
-	}
-	return TierHeld
 }
 
 // publish ends call's fetch with its bytes in data, or its error, and

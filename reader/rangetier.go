@@ -672,7 +672,7 @@ func (rt *rangeTier) wait(ctx context.Context, joins []*joined) (bool, error) {
 	}
 	waited, early := false, false
 	for _, j := range joins {
-		got, err := j.f.arr.take(ctx, 0, j.need, j.f.done)
+		got, err := j.f.arr.take(ctx, j.need, j.f.done)
 		if err != nil {
 			return false, err
 		}

@@ -274,8 +274,7 @@ func (r *Reader) readSmallParts(ctx context.Context, obj fetcher.Object, out []b
 
 // borrowPart returns the bytes of part idx at off, len(p) of them, from
 // the part's buffer, if a stream holds it or its fetch is in flight (and
-// then waits until they are in: arrival), with the func that gives the
-// buffer back. Otherwise
+// then waits for it), with the func that gives the buffer back. Otherwise
 // it returns p and a nil func, and the caller reads the part into p.
 func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, p []byte, off int64) ([]byte, func()) {
 	buf, call, tasks := r.parts.borrow(keyOfPart(obj, idx))
@@ -288,18 +287,11 @@ func (r *Reader) borrowPart(ctx context.Context, obj fetcher.Object, idx int64, 
 		markTier(ctx, TierHeld)
 	} else {
 		r.parts.raiseJoined(tasks)
-		n := min(int64(len(p)), call.n-off)
-		got, err := call.arr.take(ctx, int(off), int(off+n), call.done)
-		if err != nil {
-			release()
-			return p, nil // readPart reports ctx's error
+		if waited(call.done) {
+			markTier(ctx, TierRemote)
+		} else {
+			markTier(ctx, TierHeld) // fetched, in its buffer
 		}
-		if got.data != nil {
-			r.parts.countEarly(got)
-			markTier(ctx, arrivedTier(got.waited))
-			return got.data, release
-		}
-		markTier(ctx, arrivedTier(got.waited || waited(call.done))) // held: fetched, in its buffer
 		select {
 		case <-call.done:
 		case <-ctx.Done():

@@ -66,7 +66,9 @@ func (pf *partFetches) fetchPart(ctx context.Context, call *partCall, buf []byte
 		sub := &subRange{lo: rg[0], hi: rg[1], done: make(chan struct{})}
 		subs[i] = sub
 		tasks[i] = pf.sched.Submit(call.group, prio, func(ctx context.Context) {
-			pf.fetchSub(ctx, call, sub, base, buf)
+			sub.err = guard(fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base+sub.lo, base+sub.hi), func() error {
+				return pf.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
+			})
 			close(sub.done)
 		})
 	}
@@ -92,7 +94,9 @@ func (pf *partFetches) fetchPart(ctx context.Context, call *partCall, buf []byte
 	for i, sub := range subs {
 		if pf.sched.Cancel(tasks[i]) {
 			if err == nil { // else the part has failed: leave the range
-				pf.fetchSub(ctx, call, sub, base, buf)
+				sub.err = guard(fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base+sub.lo, base+sub.hi), func() error {
+					return pf.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
+				})
 			}
 			close(sub.done)
 		}
@@ -105,17 +109,6 @@ func (pf *partFetches) fetchPart(ctx context.Context, call *partCall, buf []byte
 		sums.Filled(len(buf))
 	}
 	return err
-}
-
-// fetchSub fetches the range sub of call's part, at base in the
-// object, into buf, and tells the call's readers once its bytes are in.
-func (pf *partFetches) fetchSub(ctx context.Context, call *partCall, sub *subRange, base int64, buf []byte) {
-	sub.err = guard(fmt.Sprintf("fetch %s [%d,%d)", call.obj.Key, base+sub.lo, base+sub.hi), func() error {
-		return pf.store.ReadRange(ctx, call.obj, base+sub.lo, buf[sub.lo:sub.hi])
-	})
-	if sub.err == nil {
-		call.arr.spanIn(int(sub.lo), int(sub.hi))
-	}
 }
 
 // splitRanges divides a part of n bytes into the ranges fetchPart fetches

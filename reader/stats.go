@@ -30,7 +30,6 @@ type Stats struct {
 	// Part fetches.
 	PartsFetched  atomic.Int64 `stat:"parts_fetched"`      // whole parts fetched
 	PartsSplit    atomic.Int64 `stat:"parts_split"`        // part fetches split into several GETs run in parallel
-	EarlyReads    atomic.Int64 `stat:"early_reads"`        // reads answered from a part fetch's bytes before the fetch ended
 	SplitGets     atomic.Int64 `stat:"split_gets"`         // the GETs of those split fetches
 	FetchedBytes  atomic.Int64 `stat:"fetched_bytes"`      // bytes fetched (parts and ranges)
 	FetchErrors   atomic.Int64 `stat:"fetch_errors"`       // part fetches that failed

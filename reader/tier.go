@@ -14,7 +14,7 @@ type Tier int32
 // that waited on a fetch (its own, one in flight, or a GET of its range)
 // as TierRemote, even if the fetch had started before it.
 const (
-	TierHeld   Tier = iota // a part held for a sequential reader, a fetched part not yet stored, or bytes already in of a part fetch in flight
+	TierHeld   Tier = iota // a part held for a sequential reader, or a fetched part not yet stored
 	TierMemory             // the memory tier, the range tier's memory, inline bytes, decoded frames
 	TierDisk               // the disk cache (parts or range blocks)
 	TierRemote             // the store
